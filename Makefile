@@ -1,0 +1,65 @@
+# kafka-edu: every target installs what it needs first, so a fresh machine needs only python3, make and apt.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := openjdk-17-jre-headless zookeeper kcat graphviz
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+STAMP := $(VENV)/.installed
+NBVAL := $(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+         --nbval-sanitize-with book/nbval_sanitize.cfg book/
+
+.PHONY: install system-packages run test check-tangle lint unit nbval book tangle notebooks bench clean
+
+install: system-packages $(STAMP)
+
+# Debian packages: ZooKeeper (and its Java runtime) for the cluster tests, kcat as a foreign client,
+# graphviz's `dot` for the book's figures. Installed only when something is missing.
+system-packages:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/kafka-edu server-start config/server.properties
+
+tangle: $(STAMP)
+	$(BIN)/python scripts/tangle.py
+
+# Re-execute notebooks in a fresh kernel and store their outputs (NB=path to run just one).
+notebooks: install
+	$(BIN)/python scripts/run_notebooks.py $(NB)
+
+check-tangle:
+	$(PYTHON) scripts/tangle.py --check
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+unit: install
+	$(BIN)/pytest -q -p no:cacheprovider
+
+nbval: install
+	$(NBVAL)
+
+book: install
+	rm -rf _build
+	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	@echo "HTML: $(CURDIR)/_build/html/index.html"
+
+test: install check-tangle lint unit nbval book
+
+bench: install
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf _build .pytest_cache

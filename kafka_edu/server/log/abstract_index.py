@@ -18,6 +18,7 @@ class AbstractIndex:
     def __init__(self, path: str, base_offset: int, max_index_size: int = -1):
         self.path = path
         self.base_offset = base_offset
+        self.max_index_size = max_index_size
         self._lock = threading.RLock()
         is_new = not os.path.exists(path)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -31,6 +32,8 @@ class AbstractIndex:
             # A new file is empty; an existing one is trusted up to its (trimmed) length.
             self._entries = 0 if is_new else length // self.ENTRY_SIZE
             self._max_entries = length // self.ENTRY_SIZE
+            if self.max_index_size < 0:
+                self.max_index_size = length
         except BaseException:
             os.close(self._fd)
             raise
@@ -72,14 +75,15 @@ class AbstractIndex:
         raise NotImplementedError
 
     # --- search -------------------------------------------------------------------------------
-    def _slot_for(self, key: int) -> int:
+    def _slot_for(self, key: int, key_at=None) -> int:
         """The greatest slot whose key is <= `key`, or -1 if there is none."""
-        if self._entries == 0 or self._key_at(0) > key:
+        key_at = key_at or self._key_at
+        if self._entries == 0 or key_at(0) > key:
             return -1
         lo, hi = 0, self._entries - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            found = self._key_at(mid)
+            found = key_at(mid)
             if found == key:
                 return mid
             if found < key:
@@ -122,13 +126,14 @@ class AbstractIndex:
         """Forget every entry (the slots are overwritten by later appends)."""
         self.truncate_to_entries(0)
 
-    def truncate_to_key(self, key: int) -> None:
-        """Remove every entry whose key is >= `key`."""
+    def truncate_to_key(self, key: int, key_at=None) -> None:
+        """Remove every entry whose key (by default the sort key) is >= `key`."""
+        key_at = key_at or self._key_at
         with self._lock:
-            slot = self._slot_for(key)
+            slot = self._slot_for(key, key_at)
             if slot < 0:
                 self.truncate_to_entries(0)
-            elif self._key_at(slot) == key:
+            elif key_at(slot) == key:
                 self.truncate_to_entries(slot)
             else:
                 self.truncate_to_entries(slot + 1)

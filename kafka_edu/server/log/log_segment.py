@@ -165,6 +165,9 @@ class LogSegment:
         truncated = self.log.truncate_to(valid_bytes)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry
         self.index.trim_to_valid_size()
+        if self.max_timestamp_so_far != NO_TIMESTAMP:   # as a roll would have left it
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                         skip_full_check=True)
         self.time_index.trim_to_valid_size()
         return truncated
 

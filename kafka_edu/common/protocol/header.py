@@ -9,8 +9,8 @@ from kafka_edu.common.protocol.types import (
     INT16, INT32, NULLABLE_STRING, TAGGED_FIELDS, Field, ProtocolError, Schema, Struct,
 )
 
-REQUEST_HEADER_V0 = Schema(Field("api_key", INT16), Field("api_version", INT16), Field("correlation_id", INT32),
-                           name="RequestHeaderV0")
+_API = Schema(Field("api_key", INT16), Field("api_version", INT16), name="RequestApi")   # shared by every version
+REQUEST_HEADER_V0 = Schema(*_API.fields, Field("correlation_id", INT32), name="RequestHeaderV0")
 REQUEST_HEADER_V1 = Schema(*REQUEST_HEADER_V0.fields, Field("client_id", NULLABLE_STRING), name="RequestHeaderV1")
 REQUEST_HEADER_V2 = Schema(*REQUEST_HEADER_V1.fields, Field("tagged_fields", TAGGED_FIELDS), name="RequestHeaderV2")
 REQUEST_HEADERS = (REQUEST_HEADER_V0, REQUEST_HEADER_V1, REQUEST_HEADER_V2)
@@ -49,9 +49,8 @@ class RequestHeader:
     def read_from(cls, buf, pos: int = 0) -> tuple["RequestHeader", int]:
         """Read a header at `pos`: peek at key and version, then read the header version they imply."""
         try:
-            api_key, _ = INT16.read_from(buf, pos)
-            api_version, _ = INT16.read_from(buf, pos + 2)
-            values, end = REQUEST_HEADERS[request_header_version(api_key, api_version)].read_from(buf, pos)
+            api, _ = _API.read_from(buf, pos)
+            values, end = REQUEST_HEADERS[request_header_version(api.api_key, api.api_version)].read_from(buf, pos)
         except ProtocolError as e:
             e.within("header")
             raise

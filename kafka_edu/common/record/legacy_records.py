@@ -265,9 +265,9 @@ class LegacyRecordBatch:
             entries.append(MessageAndOffset(message, offset))
         if not entries:
             raise CorruptRecordError(f"the compressed wrapper at offset {self.offset} holds no messages")
-        if wrapper.magic == 0:
-            return entries
         base = self.offset - entries[-1].offset
+        if wrapper.magic == 0 or base < 0:  # Kafka rebases only to a non-negative base
+            return entries
         return [MessageAndOffset(message, base + relative) for message, relative in entries]
 
     def records(self, verify: bool = True) -> Iterator[Record]:

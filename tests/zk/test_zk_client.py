@@ -1,0 +1,249 @@
+"""ZkClient behaviour, identical on the embedded backend and on a real ZooKeeper through kazoo."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kafka_edu.server.zk.zk_client import (
+    BadArgumentsError, BadVersionError, ClientClosedError, EventType, NoChildrenForEphemeralsError,
+    NodeExistsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent)
+
+from _zktest_util import expire, wait_for
+
+
+def test_create_get_set_delete_with_versions(zk_cluster):
+    zk = zk_cluster.client()
+    assert zk.create("/a", b"one") == "/a"
+    data, stat = zk.get("/a")
+    assert (data, stat.version, stat.ephemeral, stat.data_length, stat.num_children) == (b"one", 0, False, 3, 0)
+    assert zk.set("/a", "two", version=0).version == 1
+    with pytest.raises(BadVersionError):
+        zk.set("/a", b"three", version=0)
+    assert zk.get("/a")[0] == b"two"
+    assert zk.set("/a", b"three").version == 2        # version -1: unconditional
+    with pytest.raises(BadVersionError):
+        zk.delete("/a", version=1)
+    zk.delete("/a", version=2)
+    assert zk.exists("/a") is None
+    with pytest.raises(NoNodeError):
+        zk.get("/a")
+    with pytest.raises(NoNodeError):
+        zk.set("/a", b"")
+    with pytest.raises(NoNodeError):
+        zk.delete("/a")
+
+
+def test_create_errors_parents_and_recursive_delete(zk_cluster):
+    zk = zk_cluster.client()
+    with pytest.raises(NoNodeError):
+        zk.create("/p/q", b"")
+    assert zk.create("/p/q/r", b"x", makepath=True) == "/p/q/r"
+    assert zk.get("/p/q")[0] == b""
+    assert zk.get_children("/p") == ["q"]
+    with pytest.raises(NodeExistsError):
+        zk.create("/p/q/r", b"y")
+    with pytest.raises(NotEmptyError):
+        zk.delete("/p")
+    for name in ("b", "c", "a"):
+        zk.create(f"/p/{name}")
+    assert zk.get_children("/p") == ["a", "b", "c", "q"]
+    assert zk.exists("/p").num_children == 4
+    with pytest.raises(BadArgumentsError):
+        zk.delete("/p", version=0, recursive=True)
+    zk.delete("/p", recursive=True)
+    assert zk.exists("/p") is None
+    with pytest.raises(NoNodeError):
+        zk.delete("/p", recursive=True)
+    zk.ensure_path("/x/y/z")
+    zk.ensure_path("/x/y/z")
+    assert zk.exists("/x/y/z") is not None
+
+
+@pytest.mark.parametrize("path", ["relative", "/trailing/", "/double//slash", "/dot/./x", "/dot/../x"])
+def test_bad_paths_are_rejected(zk_cluster, path):
+    zk = zk_cluster.client()
+    with pytest.raises(BadArgumentsError):
+        zk.create(path, b"")
+    with pytest.raises(BadArgumentsError):
+        zk.get(path)
+
+
+def test_data_must_be_bytes_or_str(zk_cluster):
+    zk = zk_cluster.client()
+    with pytest.raises(BadArgumentsError):
+        zk.create("/n", 42)
+
+
+def test_ephemeral_is_owned_by_its_session_and_goes_on_close(zk_cluster):
+    owner, observer = zk_cluster.client(), zk_cluster.client()
+    owner.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    stat = observer.exists("/brokers/ids/1")
+    assert stat.ephemeral and stat.ephemeral_owner == owner.session_id
+    assert observer.exists("/brokers/ids").ephemeral_owner == 0
+    with pytest.raises(NoChildrenForEphemeralsError):
+        owner.create("/brokers/ids/1/child", b"")
+    owner.close()
+    assert observer.get_children("/brokers/ids") == []
+    with pytest.raises(ClientClosedError):
+        owner.get("/brokers/ids")
+
+
+def test_ephemeral_goes_on_real_session_expiry_and_the_client_gets_a_new_session(zk_cluster):
+    owner, observer = zk_cluster.client(), zk_cluster.client()
+    states = []
+    owner.add_state_listener(states.append)
+    owner.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    old_session = owner.session_id
+    expire(owner, states)
+    assert observer.get_children("/brokers/ids") == []
+    assert owner.session_id != old_session
+    assert states.index(SessionState.EXPIRED) < len(states) - 1    # CONNECTED came after EXPIRED
+    owner.create("/brokers/ids/1", b"{}", ephemeral=True)          # re-register on the new session
+    assert observer.exists("/brokers/ids/1").ephemeral_owner == owner.session_id
+
+
+def test_sequential_names_count_child_changes_of_the_parent(zk_cluster):
+    zk = zk_cluster.client()
+    names = [zk.create("/q/item-", b"", sequential=True, makepath=True) for _ in range(3)]
+    assert names == ["/q/item-0000000000", "/q/item-0000000001", "/q/item-0000000002"]
+    zk.create("/q/plain", b"")
+    assert zk.create("/q/item-", b"", sequential=True) == "/q/item-0000000004"
+    zk.delete("/q/plain")
+    assert zk.create("/q/", b"x", sequential=True) == "/q/0000000005"   # deletions do not count
+    assert zk.exists("/q").cversion == 7
+
+
+def test_data_watch_fires_exactly_once(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    zk.create("/w", b"0")
+    events = []
+    zk.get("/w", watch=events.append)
+    writer.set("/w", b"1")
+    writer.set("/w", b"2")                 # the watch is spent
+    zk.await_events()
+    assert events == [WatchedEvent(EventType.CHANGED, "/w")]
+    zk.get("/w", watch=events.append)     # re-arm
+    writer.delete("/w")
+    zk.await_events()
+    assert events[1:] == [WatchedEvent(EventType.DELETED, "/w")]
+
+
+def test_exists_watch_fires_on_creation_and_get_on_missing_leaves_none(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    events = []
+    with pytest.raises(NoNodeError):
+        zk.get("/later", watch=events.append)
+    assert zk.exists("/later", watch=events.append) is None
+    writer.create("/later", b"")
+    writer.set("/later", b"x")
+    zk.await_events()
+    assert events == [WatchedEvent(EventType.CREATED, "/later")]
+
+
+def test_child_watch_fires_exactly_once(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    zk.create("/kids", b"")
+    events = []
+    assert zk.get_children("/kids", watch=events.append) == []
+    writer.create("/kids/a", b"")
+    writer.create("/kids/b", b"")
+    writer.set("/kids", b"data changes do not fire child watches")
+    zk.await_events()
+    assert events == [WatchedEvent(EventType.CHILD, "/kids")]
+    assert zk.get_children("/kids", watch=events.append) == ["a", "b"]
+    writer.delete("/kids/a")
+    zk.await_events()
+    assert events[1:] == [WatchedEvent(EventType.CHILD, "/kids")]
+    zk.get_children("/kids", watch=events.append)
+    writer.delete("/kids", recursive=True)
+    zk.await_events()
+    assert events[2:] == [WatchedEvent(EventType.CHILD, "/kids")]   # its child went first
+
+
+def test_callbacks_run_on_the_event_thread_and_may_call_back_into_the_client(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    zk.create("/cb", b"0")
+    seen = []
+
+    def on_change(event):
+        data, stat = zk.get(event.path, watch=on_change)      # read and re-arm from the callback
+        seen.append((threading.current_thread() is not threading.main_thread(), data, stat.version))
+
+    zk.get("/cb", watch=on_change)
+    for n in (1, 2, 3):
+        writer.set("/cb", str(n))
+        zk.await_events()
+    assert seen == [(True, b"1", 1), (True, b"2", 2), (True, b"3", 3)]
+
+
+def test_data_subscription_reports_every_change_once(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    calls = []
+    zk.subscribe_data_changes("/controller", lambda path, data: calls.append((path, data)))
+    steps = [lambda: writer.create("/controller", b"1", ephemeral=True),
+             lambda: writer.set("/controller", b"2"),
+             lambda: writer.delete("/controller"),
+             lambda: writer.create("/controller", b"3")]
+    for step in steps:
+        step()
+        zk.await_events()
+    assert calls == [("/controller", b"1"), ("/controller", b"2"), ("/controller", None), ("/controller", b"3")]
+
+
+def test_child_subscription_reports_every_change_once_and_stops_when_cancelled(zk_cluster):
+    zk, broker = zk_cluster.client(), zk_cluster.client()
+    zk.create("/brokers/ids", b"", makepath=True)
+    calls = []
+    sub = zk.subscribe_child_changes("/brokers/ids", lambda path, children: calls.append(children))
+    broker.create("/brokers/ids/2", b"", ephemeral=True)
+    zk.await_events()
+    broker.create("/brokers/ids/1", b"", ephemeral=True)
+    zk.await_events()
+    broker.close()
+    zk.await_events()
+    assert calls == [["2"], ["1", "2"], []]
+    sub.cancel()
+    zk.create("/brokers/ids/9", b"")
+    zk.await_events()
+    assert calls == [["2"], ["1", "2"], []]
+
+
+def test_child_subscription_on_a_missing_parent_sees_it_created_and_deleted(zk_cluster):
+    zk = zk_cluster.client()
+    calls = []
+    zk.subscribe_child_changes("/admin/delete_topics", lambda path, children: calls.append(children))
+    zk.create("/admin/delete_topics", b"", makepath=True)
+    zk.await_events()
+    zk.create("/admin/delete_topics/t", b"")
+    zk.await_events()
+    zk.delete("/admin/delete_topics", recursive=True)
+    zk.await_events()
+    assert calls[0] == [] and calls[1] == ["t"] and calls[-1] is None
+
+
+def test_subscriptions_re_arm_after_session_expiry(zk_cluster):
+    zk, writer = zk_cluster.client(), zk_cluster.client()
+    writer.create("/brokers/ids", b"", makepath=True)
+    calls, states = [], []
+    zk.add_state_listener(states.append)
+    zk.subscribe_child_changes("/brokers/ids", lambda path, children: calls.append(children))
+    expire(zk, states)
+    zk.await_events()
+    assert calls == [[]]                       # fired once with the current state on the new session
+    writer.create("/brokers/ids/7", b"")
+    zk.await_events()
+    assert calls == [[], ["7"]]                # and keeps working
+
+
+def test_close_delivers_lost_and_refuses_requests(zk_cluster):
+    zk = zk_cluster.client()
+    states = []
+    zk.add_state_listener(states.append)
+    zk.close()
+    wait_for(lambda: states and states[-1] is SessionState.LOST, "LOST after close")
+    assert states.count(SessionState.LOST) == 1
+    for call in (lambda: zk.get("/"), lambda: zk.create("/x"), lambda: zk.await_events()):
+        with pytest.raises(ClientClosedError):
+            call()
+    zk.close()    # idempotent

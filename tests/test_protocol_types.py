@@ -76,6 +76,11 @@ def test_lengths_nulls_and_utf8():
     assert NULLABLE_STRING.read(b"\xff\xff") is None
     assert RECORDS.read(b"\xff\xff\xff\xff") is None
     assert BYTES.write(memoryview(b"abc")) == b"\x00\x00\x00\x03abc"
+
+    class Converts:
+        def __bytes__(self):
+            return b"abc"
+    assert RECORDS.write(Converts()) == b"\x00\x00\x00\x03abc"
     with pytest.raises(ProtocolError, match="invalid length -1"):
         STRING.read(b"\xff\xff")
     with pytest.raises(ProtocolError, match="invalid length -2"):

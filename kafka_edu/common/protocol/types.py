@@ -145,8 +145,10 @@ class _Sized(Type):
             try:
                 raw = memoryview(value).cast("B")
             except TypeError:
-                raise ProtocolError(f"{self.name} needs bytes, got {type(value).__name__}",
-                                    offset=len(out)) from None
+                if not hasattr(type(value), "__bytes__"):   # e.g. MemoryRecords, which converts itself
+                    raise ProtocolError(f"{self.name} needs bytes, got {type(value).__name__}",
+                                        offset=len(out)) from None
+                raw = bytes(value)
         if len(raw) > self._max:
             raise ProtocolError(f"{self.name} of {len(raw)} bytes exceeds {self._max}", offset=len(out))
         self._length.write_to(out, len(raw) + 1 if self._compact else len(raw))

@@ -20,15 +20,16 @@ def _unsigned_varint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_VARINTS = {v: _unsigned_varint((v << 1) ^ (v >> 63)) for v in range(-64, 64)}
+_TABLE_SIZE = 1 << 14  # every one- and two-byte varint, precomputed: encoding is one list lookup
+_VARINT_TABLE = [_unsigned_varint(z) for z in range(_TABLE_SIZE)]
 
 
 def encode_varint(value: int) -> bytes:
-    """Zig-zag varint/varlong bytes of `value` (one byte for -64..63, cached)."""
-    small = _SMALL_VARINTS.get(value)
-    if small is not None:
-        return small
-    return _unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    """Zig-zag varint/varlong bytes of `value` (-8192..8191 come from a table)."""
+    zigzag = (value << 1) ^ (value >> 63)
+    if zigzag < _TABLE_SIZE:
+        return _VARINT_TABLE[zigzag]
+    return _unsigned_varint(zigzag & 0xFFFFFFFFFFFFFFFF)
 
 
 def size_of_varint(value: int) -> int:
@@ -178,23 +179,42 @@ def _decode_headers(data: bytes, pos: int, count: int):
 
 def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
                     append_time: int | None) -> list[Record]:
+    # The hot loop of every consumer: one- and two-byte varints are decoded inline, written out
+    # field by field because a Python call per field would cost more than the decoding itself.
     records = []
-    append = records.append
+    append, new_record = records.append, tuple.__new__
+    if append_time is None:
+        timestamp_type = TimestampType.CREATE_TIME
+    else:
+        timestamp_type = TimestampType.LOG_APPEND_TIME
     pos, end = 0, len(data)
     try:
         for _ in range(count):
             byte = data[pos]
             if byte < 0x80:
                 length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
+                length, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
             else:
                 length, pos = decode_varint(data, pos)
             stop = pos + length
             if length < 0 or stop > end:
                 raise CorruptRecordError(f"a record of {length} bytes at byte {pos} overruns the batch")
-            timestamp_delta, pos = decode_varint(data, pos + 1)  # + 1 skips the unused attributes
+            byte = data[pos + 1]  # after the unused attributes byte: the timestamp delta
+            if byte < 0x80:
+                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 2
+            elif data[pos + 2] < 0x80:
+                zigzag = (byte & 0x7F) | (data[pos + 2] << 7)
+                timestamp_delta, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 3
+            else:
+                timestamp_delta, pos = decode_varint(data, pos + 1)
             byte = data[pos]
             if byte < 0x80:
                 offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
+                offset_delta, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
             else:
                 offset_delta, pos = decode_varint(data, pos)
             byte = data[pos]
@@ -212,6 +232,9 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
             byte = data[pos]
             if byte < 0x80:
                 size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            elif data[pos + 1] < 0x80:
+                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
+                size, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
             else:
                 size, pos = decode_varint(data, pos)
             if size >= 0:
@@ -221,18 +244,17 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 value = None
             else:
                 raise CorruptRecordError(f"negative value size {size}")
-            header_count, pos = decode_varint(data, pos)
-            headers = ()
-            if header_count:
+            if data[pos] == 0:
+                headers = ()
+                pos += 1
+            else:
+                header_count, pos = decode_varint(data, pos)
                 headers, pos = _decode_headers(data, pos, header_count)
             if pos != stop:
                 raise CorruptRecordError(f"a record declares {length} bytes but its fields end at {pos - stop:+} bytes")
-            if append_time is None:
-                append(Record(base_offset + offset_delta, base_timestamp + timestamp_delta,
-                              TimestampType.CREATE_TIME, key, value, headers))
-            else:
-                append(Record(base_offset + offset_delta, append_time, TimestampType.LOG_APPEND_TIME,
-                              key, value, headers))
+            append(new_record(Record, (base_offset + offset_delta,
+                                       append_time if append_time is not None else base_timestamp + timestamp_delta,
+                                       timestamp_type, key, value, headers)))
     except IndexError:
         raise CorruptRecordError(f"a record is truncated at byte {pos}") from None
     if pos != end:
@@ -314,18 +336,24 @@ class DefaultRecordBatch:
 
 
 # %% book/ch4_server/0311_record_batch_v2.ipynb a807703a
-def _sized(field) -> list:
-    if field is None:
-        return [b"\x01"]  # varint -1: null
-    return [encode_varint(len(field)), field]
-
-
 def _encode_record(offset_delta: int, timestamp_delta: int, key, value, headers) -> bytes:
-    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta), *_sized(key), *_sized(value),
-             encode_varint(len(headers))]
+    parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
+    if key is None:
+        parts.append(b"\x01")  # varint -1: null
+    else:
+        parts += (encode_varint(len(key)), key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts += (encode_varint(len(value)), value)
+    parts.append(encode_varint(len(headers)))
     for header_key, header_value in headers:
-        parts += _sized(header_key.encode("utf-8"))
-        parts += _sized(header_value)
+        encoded = header_key.encode("utf-8")
+        parts += (encode_varint(len(encoded)), encoded)
+        if header_value is None:
+            parts.append(b"\x01")
+        else:
+            parts += (encode_varint(len(header_value)), header_value)
     body = b"".join(parts)
     return encode_varint(len(body)) + body
 

@@ -1,0 +1,127 @@
+"""NetworkReceive, NetworkSend and KafkaChannel over real socket pairs."""
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+
+import pytest
+
+from kafka_edu.common.network.kafka_channel import KafkaChannel
+from kafka_edu.common.network.network_receive import (
+    InvalidReceiveError, NetworkReceive, TruncatedFrameError)
+from kafka_edu.common.network.network_send import NetworkSend
+
+
+@pytest.fixture
+def pair():
+    left, right = socket.socketpair()
+    right.setblocking(False)
+    yield left, right
+    left.close()
+    right.close()
+
+
+def read_all(receive: NetworkReceive, sock: socket.socket) -> bytes:
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ)
+    while not receive.complete():
+        selector.select(5)
+        receive.read_from(sock)
+    selector.close()
+    return receive.payload
+
+
+def test_frame_arriving_byte_by_byte(pair):
+    left, right = pair
+    frame = (11).to_bytes(4, "big") + b"hello world"
+    receive = NetworkReceive("x")
+    for i, byte in enumerate(frame):
+        assert not receive.complete()
+        left.sendall(bytes([byte]))
+        assert receive.read_from(right) == 1, i
+    assert receive.complete() and receive.payload == b"hello world"
+
+
+def test_receive_never_reads_past_its_frame(pair):
+    left, right = pair
+    left.sendall((3).to_bytes(4, "big") + b"abc" + (2).to_bytes(4, "big") + b"de")
+    assert read_all(NetworkReceive("x"), right) == b"abc"
+    assert read_all(NetworkReceive("x"), right) == b"de"
+
+
+def test_empty_frame_completes(pair):
+    left, right = pair
+    left.sendall(bytes(4))
+    assert read_all(NetworkReceive("x"), right) == b""
+
+
+@pytest.mark.parametrize("size", [-1, -(1 << 31), 101, (1 << 31) - 1])
+def test_invalid_sizes_are_rejected_before_allocation(pair, size):
+    left, right = pair
+    left.sendall(size.to_bytes(4, "big", signed=True))
+    with pytest.raises(InvalidReceiveError, match=f"size = {size}"):
+        NetworkReceive("x", max_size=100).read_from(right)
+
+
+def test_eof_between_frames_and_inside_one(pair):
+    left, right = pair
+    left.sendall((10).to_bytes(4, "big") + b"abc")
+    receive = NetworkReceive("x")
+    receive.read_from(right)
+    left.close()
+    with pytest.raises(TruncatedFrameError, match="after 7 of 14 bytes"):
+        receive.read_from(right)
+    with pytest.raises(EOFError) as info:
+        NetworkReceive("y").read_from(right)
+    assert not isinstance(info.value, TruncatedFrameError)
+
+
+def test_payload_of_an_incomplete_frame_is_an_error():
+    with pytest.raises(ValueError):
+        _ = NetworkReceive("x").payload
+
+
+def test_large_send_survives_partial_writes(pair):
+    left, right = pair
+    left.setblocking(False)
+    buffers = [bytes([i]) * 300_000 for i in range(5)]
+    send = NetworkSend("peer", buffers)
+    assert send.size == 4 + 1_500_000
+    received = {}
+
+    def reader():
+        sock = right
+        sock.setblocking(True)
+        size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+        received["payload"] = sock.recv(size, socket.MSG_WAITALL)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    selector = selectors.DefaultSelector()
+    selector.register(left, selectors.EVENT_WRITE)
+    writes = 0
+    while not send.completed():
+        selector.select(5)
+        send.write_to(left)
+        writes += 1
+    thread.join(10)
+    selector.close()
+    assert received["payload"] == b"".join(buffers)
+    assert writes > 1
+
+
+def test_kafka_channel_interest_follows_mute_and_send(pair):
+    left, right = pair
+    channel = KafkaChannel("c", right, 100, "127.0.0.1")
+    assert channel.interest() == selectors.EVENT_READ
+    channel.mute()
+    assert channel.interest() == 0
+    channel.set_send(NetworkSend("c", b"x"))
+    assert channel.interest() == selectors.EVENT_WRITE
+    with pytest.raises(RuntimeError):
+        channel.set_send(NetworkSend("c", b"y"))
+    assert channel.write() is not None and not channel.has_send()
+    channel.unmute()
+    assert channel.interest() == selectors.EVENT_READ
+    assert left.recv(10) == b"\x00\x00\x00\x01x"

@@ -1,0 +1,207 @@
+"""SocketServer end to end: acceptance tests 1-5 of the chapter notes (§6), plus response actions."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from network_harness import Broker, EchoApi, wait_until
+
+from kafka_edu.server.kafka_config import KafkaConfig
+from kafka_edu.server.network.acceptor import BindError
+from kafka_edu.server.network.socket_server import SocketServer, UnsupportedListenerError
+
+BROKER_THREAD_PREFIXES = ("kafka-socket-acceptor-", "kafka-network-thread-", "kafka-request-handler-")
+
+
+def broker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(BROKER_THREAD_PREFIXES)]
+
+
+# --- 1. threads and topology ------------------------------------------------------------------
+
+def test_two_listeners_start_the_expected_threads_and_shutdown_joins_them():
+    assert broker_threads() == []
+    broker = Broker(listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                    **{"num.network.threads": 3, "num.io.threads": 8, "broker.id": 5})
+    with broker:
+        threads = broker_threads()
+        acceptors = sorted(t.name for t in threads if t.name.startswith("kafka-socket-acceptor-"))
+        assert [name.rsplit("-", 1)[0] for name in acceptors] == [
+            "kafka-socket-acceptor-PLAINTEXT", "kafka-socket-acceptor-SASL_PLAINTEXT"]
+        processors = {t.name for t in threads if t.name.startswith("kafka-network-thread-")}
+        assert processors == {f"kafka-network-thread-5-PLAINTEXT-{i}" for i in range(3)} | {
+            f"kafka-network-thread-5-SASL_PLAINTEXT-{i}" for i in range(3, 6)}
+        assert [p.id for p in broker.server.acceptors["PLAINTEXT"].processors] == [0, 1, 2]
+        assert [p.id for p in broker.server.acceptors["SASL_PLAINTEXT"].processors] == [3, 4, 5]
+        handlers = [t for t in threads if t.name.startswith("kafka-request-handler-")]
+        assert sorted(t.name for t in handlers) == sorted(f"kafka-request-handler-{i}" for i in range(8))
+        assert all(t.daemon for t in handlers)
+        for protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+            client = broker.connect(protocol)
+            assert client.request(1, protocol.encode()) == (1, protocol.encode())
+            client.close()
+    assert broker_threads() == []
+
+
+# --- 2. round-robin ---------------------------------------------------------------------------
+
+def test_six_connections_are_dealt_round_robin_to_three_processors():
+    with Broker(**{"num.network.threads": 3}) as broker:
+        clients = [broker.connect() for _ in range(6)]
+        wait_until(lambda: broker.connection_count() == 6, what="6 registered connections")
+        assert [len(p.connection_ids()) for p in broker.server.processors] == [2, 2, 2]
+        for i, client in enumerate(clients):
+            assert client.request(i, b"x") == (i, b"x")
+            client.close()
+
+
+# --- 3. per-IP quota --------------------------------------------------------------------------
+
+def test_a_third_connection_from_one_address_is_closed():
+    with Broker(**{"max.connections.per.ip": 2}) as broker:
+        quotas = broker.server.connection_quotas
+        first, second = broker.connect(), broker.connect()
+        assert first.request(1, b"a") == (1, b"a")
+        assert second.request(2, b"b") == (2, b"b")
+        third = broker.connect()
+        assert third.closed_by_peer()
+        assert quotas.get("127.0.0.1") == 2
+        assert first.request(3, b"still") == (3, b"still")
+        assert second.request(4, b"fine") == (4, b"fine")
+
+        first.close()
+        wait_until(lambda: quotas.get("127.0.0.1") == 1, what="the closed connection to be released")
+        fourth = broker.connect()
+        assert fourth.request(5, b"new") == (5, b"new")
+        assert quotas.get("127.0.0.1") == 2
+        second.close()
+        fourth.close()
+        third.close()
+
+
+def test_overrides_raise_the_limit_for_one_host():
+    with Broker(**{"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "127.0.0.1:3"}) as broker:
+        clients = [broker.connect() for _ in range(3)]
+        for i, client in enumerate(clients):
+            assert client.request(i) == (i, b"")
+        extra = broker.connect()
+        assert extra.closed_by_peer()
+        for client in [*clients, extra]:
+            client.close()
+
+
+# --- 4. one request in flight per connection --------------------------------------------------
+
+def test_pipelined_requests_are_handled_one_at_a_time_and_answered_in_order():
+    api = EchoApi(delay_s=0.2)
+    with Broker(api, **{"num.io.threads": 4}) as broker:
+        client = broker.connect()
+        for correlation_id in (1, 2, 3):
+            client.send(correlation_id, f"r{correlation_id}".encode())
+        assert [client.receive() for _ in range(3)] == [(1, b"r1"), (2, b"r2"), (3, b"r3")]
+        assert api.max_active_per_connection == 1
+        assert [c for _, c in api.handled] == [1, 2, 3]
+        client.close()
+
+
+def test_requests_on_separate_connections_are_handled_in_parallel():
+    # Each request waits at a 3-party barrier: it can only pass if all three run at the same time.
+    api = EchoApi(barrier=threading.Barrier(3))
+    with Broker(api, **{"num.io.threads": 4}) as broker:
+        clients = [broker.connect() for _ in range(3)]
+        for i, client in enumerate(clients):
+            client.send(i, b"together")
+        assert [client.receive() for client in clients] == [(i, b"together") for i in range(3)]
+        assert not api.barrier.broken
+        for client in clients:
+            client.close()
+
+
+# --- 5. backpressure --------------------------------------------------------------------------
+
+def test_a_full_request_queue_blocks_processors_without_losing_requests():
+    gate = threading.Event()
+    api = EchoApi(gate=gate)
+    with Broker(api, **{"queued.max.requests": 1, "num.io.threads": 2, "num.network.threads": 3}) as broker:
+        channel = broker.server.request_channel
+        depths, sampling = [], threading.Event()
+
+        def sample():
+            while not sampling.is_set():
+                depths.append(channel.request_queue_size())
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        clients = [broker.connect() for _ in range(5)]
+        for i, client in enumerate(clients):
+            client.send(i, f"req{i}".encode())
+        wait_until(lambda: sum(h.current is not None for h in broker.pool.runnables) == 2
+                   and channel.request_queue_size() == 1, what="both handlers busy and the queue full")
+        gate.set()
+        answers = [client.receive() for client in clients]
+        sampling.set()
+        sampler.join()
+        assert answers == [(i, f"req{i}".encode()) for i in range(5)]
+        assert sorted(c for _, c in api.handled) == [0, 1, 2, 3, 4]
+        assert max(depths) <= 1
+        for client in clients:
+            client.close()
+
+
+# --- response actions -------------------------------------------------------------------------
+
+def test_no_op_unmutes_so_the_next_request_is_read():
+    with Broker() as broker:
+        client = broker.connect()
+        client.send(1, b"noop")
+        assert client.request(2, b"after") == (2, b"after")
+        client.close()
+
+
+def test_close_action_and_a_failing_api_close_only_that_connection():
+    with Broker() as broker:
+        bystander = broker.connect()
+        for body in (b"close", b"raise"):
+            victim = broker.connect()
+            victim.send(7, body)
+            assert victim.closed_by_peer()
+            victim.close()
+            assert bystander.request(8, b"ok") == (8, b"ok")
+        assert bystander.request(9, b"ok") == (9, b"ok")
+        assert broker.threads_alive()
+        bystander.close()
+
+
+def test_a_response_for_a_vanished_connection_is_dropped():
+    gate = threading.Event()
+    with Broker(EchoApi(gate=gate)) as broker:
+        leaver = broker.connect()
+        leaver.send(1, b"late")
+        wait_until(lambda: any(h.current is not None for h in broker.pool.runnables), what="request taken")
+        leaver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        leaver.close()                                   # reset: the broker may only notice on write
+        gate.set()
+        stayer = broker.connect()
+        assert stayer.request(2, b"ok") == (2, b"ok")
+        wait_until(lambda: broker.server.connection_quotas.get("127.0.0.1") == 1, what="leaver released")
+        assert broker.threads_alive()
+        stayer.close()
+
+
+# --- start-up errors --------------------------------------------------------------------------
+
+def test_a_port_in_use_fails_startup_with_bind_error(port):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        server = SocketServer(KafkaConfig({"listeners": f"PLAINTEXT://127.0.0.1:{port}"}))
+        with pytest.raises(BindError, match=f"127.0.0.1:{port}"):
+            server.startup()
+        server.shutdown()
+    assert broker_threads() == []
+
+
+def test_tls_listeners_are_refused():
+    with pytest.raises(UnsupportedListenerError, match="SSL"):
+        SocketServer(KafkaConfig({"listeners": "SSL://127.0.0.1:0"}))

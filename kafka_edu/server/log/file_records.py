@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 import crc32c
 
+from kafka_edu.common.record import errors as record_errors
+from kafka_edu.common.record.legacy_records import log_entries
 from kafka_edu.server.log.errors import CorruptRecordError, KafkaStorageError
 
 LOG_OVERHEAD = 12                # offset int64 + size int32
@@ -119,20 +121,17 @@ class LogEntry:
 
 
 def iter_log_entries(buffer, position: int = 0):
-    """Shallow entries of an in-memory message set; stops at a partial entry at the end.
+    """Shallow entries of an in-memory message set; a partial entry at the end stops quietly.
 
-    The caller learns how many bytes were whole from the last entry's end (Kafka's validBytes).
+    The walk over sizes is the record layer's `log_entries`; the caller learns how many bytes were
+    whole from the last entry's end (Kafka's validBytes).
     """
     view = memoryview(buffer)
-    start, length = 0, len(view)
-    while start + LOG_OVERHEAD <= length:
-        size = _I32.unpack_from(view, start + 8)[0]
-        if size < MIN_MESSAGE_OVERHEAD:
-            raise CorruptRecordError(f"entry at position {position + start} has an impossible size {size}")
-        if start + LOG_OVERHEAD + size > length:
-            return
-        yield LogEntry(view, start, position + start)
-        start += LOG_OVERHEAD + size
+    try:
+        for start, _ in log_entries(view):
+            yield LogEntry(view, start, position + start)
+    except record_errors.CorruptRecordError as exc:
+        raise CorruptRecordError(str(exc)) from exc
 
 
 # %% book/ch4_server/0302_file_message_set.ipynb 30c42b96

@@ -3,10 +3,12 @@
 # %% book/ch4_server/0305_log_segment.ipynb 4f1380fb
 import os
 
-from kafka_edu.common.record.compression import CompressionType, decompress
+from kafka_edu.common.record import errors as record_errors
+from kafka_edu.common.record.legacy_records import LegacyRecordBatch
+from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.log.errors import CorruptRecordError
-from kafka_edu.server.log.file_records import FileRecords, LogEntry, LogOffsetPosition, iter_log_entries
+from kafka_edu.server.log.file_records import FileRecords, LogEntry, LogOffsetPosition
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.log_files import index_file, log_file, time_index_file
 from kafka_edu.server.log.log_offset_metadata import FetchDataInfo, LogOffsetMetadata
@@ -14,31 +16,12 @@ from kafka_edu.server.log.offset_index import OffsetIndex
 from kafka_edu.server.log.time_index import NO_TIMESTAMP, TimeIndex
 
 
-def legacy_wrapper_value(entry: LogEntry) -> memoryview:
-    """The value bytes of a v0/v1 message (for a wrapper: the compressed inner set)."""
-    view, start = entry.buffer, entry.start
-    key_at = start + (26 if entry.magic == 1 else 18)
-    key_len = int.from_bytes(view[key_at:key_at + 4], "big", signed=True)
-    value_at = key_at + 4 + max(key_len, 0)
-    value_len = int.from_bytes(view[value_at:value_at + 4], "big", signed=True)
-    return view[value_at + 4:value_at + 4 + max(value_len, 0)]
-
-
 def first_offset(entry: LogEntry) -> int:
-    """First offset of an entry; decompresses only a v0/v1 wrapper."""
+    """First offset of an entry; only a compressed v0/v1 wrapper must be decompressed for it."""
     base = entry.base_offset
     if base is not None:
         return base
-    try:
-        inner_bytes = decompress(CompressionType.for_id(entry.codec), legacy_wrapper_value(entry), entry.magic)
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decompress the wrapper at offset {entry.offset}: {exc}") from exc
-    inner = list(iter_log_entries(inner_bytes))
-    if not inner:
-        raise CorruptRecordError(f"compressed wrapper at offset {entry.offset} holds no messages")
-    if entry.magic == 0:
-        return inner[0].offset
-    return entry.offset - inner[-1].offset + inner[0].offset
+    return LegacyRecordBatch(entry.buffer, entry.start).base_offset
 
 
 class LogSegment:
@@ -139,7 +122,9 @@ class LogSegment:
         position = self.index.lookup(start_offset).position
         for entry in self.log.entries(position):
             if entry.max_timestamp >= timestamp:
-                return first_offset(entry)
+                for record in MemoryRecords(entry.tobytes()).records(verify=False):
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return record.offset
         return None
 
     # --- recovery and truncation --------------------------------------------------------------
@@ -160,7 +145,7 @@ class LogSegment:
                     self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
                     last_index_entry = valid_bytes
                 valid_bytes += entry.total_size
-        except CorruptRecordError:
+        except record_errors.CorruptRecordError:   # ours or the record layer's (a bad wrapper)
             pass  # everything from the first bad entry on is dropped below
         truncated = self.log.truncate_to(valid_bytes)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry

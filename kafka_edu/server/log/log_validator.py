@@ -2,22 +2,18 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0312_log_validator.ipynb 53ff0f50
 import dataclasses
-import struct
-import zlib
 
-import crc32c
-
-from kafka_edu.common.record.compression import CompressionType, compress, decompress
+from kafka_edu.common.record import errors as record_errors
+from kafka_edu.common.record.compression import CompressionType
+from kafka_edu.common.record.default_records import (DefaultRecordBatch, set_base_offset, set_max_timestamp,
+                                                     set_partition_leader_epoch)
+from kafka_edu.common.record.legacy_records import set_entry_offset, set_wrapper_timestamp
+from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+from kafka_edu.common.record.record import TimestampType
 from kafka_edu.server.log.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                                          RecordTooLargeError, UnsupportedForMessageFormatError)
-from kafka_edu.server.log.file_records import LOG_OVERHEAD, NO_TIMESTAMP, LogEntry, iter_log_entries
+from kafka_edu.server.log.file_records import NO_TIMESTAMP, iter_log_entries
 from kafka_edu.server.log.log_config import LONG_MAX, LogConfig
-
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
-TIMESTAMP_TYPE_BIT = 0x08
 
 
 @dataclasses.dataclass
@@ -72,95 +68,23 @@ def analyze_and_validate_records(records, config: LogConfig) -> LogAppendInfo:
 
 
 # %% book/ch4_server/0312_log_validator.ipynb 6f87c8f6
-def _check_timestamp(timestamp: int, now: int, config: LogConfig, where: str) -> None:
+def _needs_record_checks(config: LogConfig) -> bool:
+    return config.compact or (not config.log_append_time
+                              and config.message_timestamp_difference_max_ms != LONG_MAX)
+
+
+def _check_record(record, now: int, config: LogConfig) -> None:
+    if config.compact and record.key is None:
+        raise InvalidRecordError(f"compacted topic cannot accept a record without a key (offset {record.offset})")
     if config.log_append_time or config.message_timestamp_difference_max_ms == LONG_MAX:
         return
-    if abs(timestamp - now) > config.message_timestamp_difference_max_ms:
-        raise InvalidTimestampError(f"timestamp {timestamp} of {where} is out of range: broker time {now}, "
-                                    f"message.timestamp.difference.max.ms "
+    if abs(record.timestamp - now) > config.message_timestamp_difference_max_ms:
+        raise InvalidTimestampError(f"timestamp {record.timestamp} of the record at offset {record.offset} is out "
+                                    f"of range: broker time {now}, message.timestamp.difference.max.ms "
                                     f"{config.message_timestamp_difference_max_ms}")
 
 
-def _patch_v2_batch(buffer: bytearray, entry: LogEntry, base_offset: int, now: int, config: LogConfig,
-                    leader_epoch: int | None) -> int:
-    """Assign offsets to one v2 batch in place; returns its max timestamp as stored."""
-    start = entry.start
-    count = _I32.unpack_from(buffer, start + 57)[0]
-    delta = _I32.unpack_from(buffer, start + 23)[0]
-    if count <= 0 or delta != count - 1:
-        raise CorruptRecordError(f"batch at position {entry.position}: {count} records but last offset delta {delta}")
-    _I64.pack_into(buffer, start, base_offset)
-    if leader_epoch is not None:
-        _I32.pack_into(buffer, start + 12, leader_epoch)
-    if config.log_append_time:
-        attributes = _I16.unpack_from(buffer, start + 21)[0] | TIMESTAMP_TYPE_BIT
-        _I16.pack_into(buffer, start + 21, attributes)
-        _I64.pack_into(buffer, start + 35, now)
-        end = start + entry.total_size
-        _U32.pack_into(buffer, start + 17, crc32c.crc32c(memoryview(buffer)[start + 21:end]))
-        return now
-    _check_timestamp(_I64.unpack_from(buffer, start + 27)[0], now, config, f"batch at offset {base_offset}")
-    max_timestamp = _I64.unpack_from(buffer, start + 35)[0]
-    _check_timestamp(max_timestamp, now, config, f"batch at offset {base_offset}")
-    return max_timestamp
-
-
-def _patch_legacy_message(buffer: bytearray, start: int, offset: int, timestamp: int | None,
-                          log_append_time: bool) -> None:
-    """Write a v0/v1 entry's offset, and for LogAppendTime its timestamp, type bit and CRC."""
-    _I64.pack_into(buffer, start, offset)
-    if timestamp is None:
-        return
-    size = _I32.unpack_from(buffer, start + 8)[0]
-    old_attributes, old_timestamp = buffer[start + 17], _I64.unpack_from(buffer, start + 18)[0]
-    attributes = old_attributes | TIMESTAMP_TYPE_BIT if log_append_time else old_attributes & ~TIMESTAMP_TYPE_BIT
-    if attributes == old_attributes and timestamp == old_timestamp:
-        return
-    buffer[start + 17] = attributes
-    _I64.pack_into(buffer, start + 18, timestamp)
-    _U32.pack_into(buffer, start + 12, zlib.crc32(memoryview(buffer)[start + 16:start + LOG_OVERHEAD + size]))
-
-
 # %% book/ch4_server/0312_log_validator.ipynb 0d90d62b
-def _legacy_key_length(entry: LogEntry) -> int:
-    at = entry.start + (26 if entry.magic == 1 else 18)
-    return _I32.unpack_from(entry.buffer, at)[0]
-
-
-def _legacy_value(entry: LogEntry) -> memoryview:
-    at = entry.start + (26 if entry.magic == 1 else 18)
-    key_len = _I32.unpack_from(entry.buffer, at)[0]
-    value_at = at + 4 + max(key_len, 0)
-    value_len = _I32.unpack_from(entry.buffer, value_at)[0]
-    return entry.buffer[value_at + 4:value_at + 4 + max(value_len, 0)]
-
-
-def legacy_inner_entries(wrapper: LogEntry) -> list[LogEntry]:
-    """The inner messages of a compressed v0/v1 wrapper, each validated (offsets as stored)."""
-    try:
-        inner_bytes = decompress(CompressionType.for_id(wrapper.codec), _legacy_value(wrapper), wrapper.magic)
-    except Exception as exc:
-        raise CorruptRecordError(f"cannot decompress the wrapper at offset {wrapper.offset}: {exc}") from exc
-    inner = list(iter_log_entries(bytearray(inner_bytes)))
-    for entry in inner:
-        entry.ensure_valid()
-        if entry.is_compressed:
-            raise CorruptRecordError(f"compressed message nested inside the wrapper at offset {wrapper.offset}")
-    return inner
-
-
-def _legacy_wrapper(inner: bytes, codec: int, magic: int, offset: int, timestamp: int, log_append_time: bool) -> bytes:
-    attributes = codec | (TIMESTAMP_TYPE_BIT if log_append_time and magic == 1 else 0)
-    value = compress(CompressionType.for_id(codec), inner, magic)
-    body = struct.pack(">bb", magic, attributes)
-    if magic == 1:
-        body += _I64.pack(timestamp)
-    body += _I32.pack(-1) + _I32.pack(len(value)) + value
-    message = _U32.pack(zlib.crc32(body)) + body
-    return _I64.pack(offset) + _I32.pack(len(message)) + message
-
-
-# %% book/ch4_server/0312_log_validator.ipynb 3945f445
 @dataclasses.dataclass
 class ValidationResult:
     records: bytearray | bytes
@@ -174,103 +98,94 @@ def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, 
                                 config: LogConfig, leader_epoch: int | None = None) -> ValidationResult:
     """Number `records` from `next_offset` and apply the topic's rules (see the table above)."""
     buffer = records if isinstance(records, bytearray) else bytearray(records)
-    magic = config.message_format_magic
-    entries = list(iter_log_entries(buffer))
-    if any(e.magic != magic for e in entries):
-        return _convert(buffer, info, next_offset, now, config, magic)
-    if magic >= 2:
-        return _assign_v2(buffer, entries, info, next_offset, now, config, leader_epoch)
-    if info.source_codec == 0 and info.target_codec == 0:
-        return _assign_legacy_uncompressed(buffer, entries, next_offset, now, config)
-    return _assign_legacy_compressed(buffer, entries, info, next_offset, now, config)
-
-
-def _assign_v2(buffer, entries, info, next_offset, now, config, leader_epoch):
-    if info.target_codec != info.source_codec or any(e.codec != info.target_codec for e in entries):
-        return _convert(buffer, info, next_offset, now, config, 2)
-    if config.compact:
-        _require_keys_v2(buffer)
-    max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-    for entry in entries:
-        timestamp = _patch_v2_batch(buffer, entry, next_offset, now, config, leader_epoch)
-        next_offset += _I32.unpack_from(buffer, entry.start + 23)[0] + 1
-        if timestamp > max_timestamp:
-            max_timestamp, offset_of_max = timestamp, next_offset - 1
-    return ValidationResult(buffer, next_offset, max_timestamp, offset_of_max, False)
-
-
-def _assign_legacy_uncompressed(buffer, entries, next_offset, now, config):
-    max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-    for entry in entries:
-        if config.compact and _legacy_key_length(entry) < 0:
-            raise InvalidRecordError(f"compacted topic cannot accept a message without a key (position {entry.position})")
-        timestamp = None
-        if entry.magic == 1:
-            timestamp = now if config.log_append_time else entry.max_timestamp
-            _check_timestamp(timestamp, now, config, f"message at position {entry.position}")
-        _patch_legacy_message(buffer, entry.start, next_offset, timestamp, config.log_append_time)
-        if (timestamp if timestamp is not None else NO_TIMESTAMP) > max_timestamp:
-            max_timestamp, offset_of_max = timestamp, next_offset
-        next_offset += 1
-    return ValidationResult(buffer, next_offset, max_timestamp, offset_of_max, False)
-
-
-def _assign_legacy_compressed(buffer, entries, info, next_offset, now, config):
-    magic = config.message_format_magic
-    out, rebuilt = [], False
-    max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-    for entry in entries:
-        inner = legacy_inner_entries(entry) if entry.is_compressed else [entry]
-        wrapper_max = NO_TIMESTAMP
-        for position, message in enumerate(inner):
-            if config.compact and _legacy_key_length(message) < 0:
-                raise InvalidRecordError("compacted topic cannot accept a message without a key")
-            if magic == 1:
-                _check_timestamp(message.max_timestamp, now, config, f"inner message {position}")
-                wrapper_max = max(wrapper_max, message.max_timestamp)
-        in_place = (entry.is_compressed and entry.codec == info.target_codec and magic >= 1
-                    and all(m.offset == i for i, m in enumerate(inner)))
-        last = next_offset + len(inner) - 1
-        stamp = now if config.log_append_time else wrapper_max
-        if in_place:
-            _patch_legacy_message(buffer, entry.start, last, stamp, config.log_append_time)
-            out.append(bytes(buffer[entry.start:entry.start + entry.total_size]))
+    try:
+        batches = list(MemoryRecords(buffer).batches())
+        if _in_place_possible(batches, info, config):
+            next_offset = _assign_in_place(buffer, batches, next_offset, now, config, leader_epoch)
+            result = buffer
         else:
-            rebuilt = True
-            out.append(_rewrite_legacy(inner, info.target_codec, magic, next_offset, stamp, now, config))
-        if magic == 1 and stamp > max_timestamp:
-            max_timestamp, offset_of_max = stamp, last
-        next_offset = last + 1
-    if not rebuilt:
-        return ValidationResult(buffer, next_offset, max_timestamp, offset_of_max, False)
-    data = b"".join(out)
-    return ValidationResult(bytearray(data), next_offset, max_timestamp, offset_of_max, len(data) != len(buffer))
+            result, next_offset = _rebuild(batches, next_offset, now, config, leader_epoch)
+    except record_errors.UnsupportedCompressionTypeError as exc:
+        raise UnsupportedForMessageFormatError(str(exc)) from exc
+    except record_errors.CorruptRecordError as exc:
+        if isinstance(exc, CorruptRecordError):
+            raise
+        raise CorruptRecordError(str(exc)) from exc
+    max_timestamp, offset_of_max = NO_TIMESTAMP, next_offset - 1
+    for entry in iter_log_entries(result):
+        if entry.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = entry.max_timestamp, entry.last_offset
+    return ValidationResult(result, next_offset, max_timestamp, offset_of_max, len(result) != len(buffer))
 
 
-def _rewrite_legacy(inner, codec, magic, first_offset, wrapper_timestamp, now, config):
-    """Plain messages numbered from `first_offset`, or one new wrapper around them."""
-    messages = bytearray()
-    for i, message in enumerate(inner):
-        start = len(messages)
-        messages += message.tobytes()
-        if codec and magic == 1:
-            offset = i
+def _in_place_possible(batches, info: LogAppendInfo, config: LogConfig) -> bool:
+    magic = config.message_format_magic
+    for batch in batches:
+        codec = int(batch.compression_type)
+        if batch.magic != magic or codec != info.target_codec:
+            return False
+        if magic < 2 and codec:
+            inner = batch.inner()
+            if magic == 0 or [m.offset for m in inner] != list(range(batch.offset - len(inner) + 1, batch.offset + 1)):
+                return False
+    return True
+
+
+def _assign_in_place(buffer, batches, next_offset, now, config, leader_epoch) -> int:
+    check_records = _needs_record_checks(config)
+    position = 0
+    for batch in batches:
+        if check_records:
+            for record in batch.records(verify=False):
+                _check_record(record, now, config)
+        if isinstance(batch, DefaultRecordBatch):
+            header = batch.header
+            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+                raise CorruptRecordError(f"batch at byte {position} holds {header.records_count} records but its "
+                                         f"last offset delta is {header.last_offset_delta}")
+            set_base_offset(buffer, position, next_offset)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(buffer, position, leader_epoch)
+            if config.log_append_time:
+                set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
+            next_offset += header.records_count
         else:
-            offset = first_offset + i
-        timestamp = (now if config.log_append_time else message.max_timestamp) if magic == 1 else None
-        _patch_legacy_message(messages, start, offset, timestamp, config.log_append_time and not codec)
-    if not codec:
-        return bytes(messages)
-    last = first_offset + len(inner) - 1
-    return _legacy_wrapper(bytes(messages), codec, magic, last, wrapper_timestamp, config.log_append_time)
+            inner = batch.inner()
+            last = next_offset + len(inner) - 1
+            set_entry_offset(buffer, position, last)
+            if batch.magic == 1:
+                if config.log_append_time:
+                    set_wrapper_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
+                elif len(inner) > 1:
+                    newest = max(m.message.timestamp for m in inner)
+                    if newest != batch.max_timestamp or batch.timestamp_type != TimestampType.CREATE_TIME:
+                        set_wrapper_timestamp(buffer, position, TimestampType.CREATE_TIME, newest)
+            next_offset = last + 1
+        position += batch.size_in_bytes
+    return next_offset
 
 
-# %% book/ch4_server/0312_log_validator.ipynb 83e854a8
-def _convert(buffer, info, next_offset, now, config, magic):
-    raise UnsupportedForMessageFormatError(
-        f"converting magic {info.magic} (codec {info.source_codec}) to the topic's magic {magic} "
-        f"(codec {info.target_codec}) needs the record builders of kafka_edu.common.record")
-
-
-def _require_keys_v2(buffer):
-    raise UnsupportedForMessageFormatError("key validation of v2 batches needs kafka_edu.common.record")
+def _rebuild(batches, next_offset, now, config, leader_epoch):
+    """Decode every record and write one batch in the topic's format and codec."""
+    magic = config.message_format_magic
+    first = batches[0]
+    source_codec = next((int(b.compression_type) for b in reversed(batches) if int(b.compression_type)), 0)
+    codec = CompressionType.for_id(target_codec(config, source_codec))
+    timestamp_type = TimestampType.LOG_APPEND_TIME if config.log_append_time else TimestampType.CREATE_TIME
+    producer = {}
+    if magic == 2 and first.magic == 2 and first.producer_id >= 0:
+        producer = dict(producer_id=first.producer_id, producer_epoch=first.producer_epoch,
+                        base_sequence=first.base_sequence, is_transactional=first.is_transactional)
+    builder = MemoryRecordsBuilder(magic, codec, next_offset, timestamp_type,
+                                   log_append_time=now if config.log_append_time else None,
+                                   partition_leader_epoch=-1 if leader_epoch is None else leader_epoch,
+                                   **producer)
+    for batch in batches:
+        for record in batch.records(verify=False):
+            _check_record(record, now, config)
+            if record.headers and magic < 2:
+                raise UnsupportedForMessageFormatError(f"record headers cannot be stored in message format v{magic}")
+            builder.append_with_offset(next_offset, record.timestamp, record.key, record.value,
+                                       record.headers if magic == 2 else ())
+            next_offset += 1
+    return bytearray(bytes(builder.build())), next_offset

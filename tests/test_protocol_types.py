@@ -1,6 +1,8 @@
 """The primitive types, Schema/Field/Struct and error codes of kafka_edu.common.protocol."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,6 +148,9 @@ def test_struct_access_equality_and_defaults():
     nested = REQUEST(topics=[{"topic": "t"}])
     assert isinstance(nested.topics[0], Struct) and nested.topics[0].partitions == []
     assert "Request(acks=1" in repr(nested)
+    clone = copy.deepcopy(s)
+    clone.topics[0].topic = "b"
+    assert clone != s and s.topics[0].topic == "a" and copy.copy(s) == s
 
 
 def test_read_from_reports_end_and_read_rejects_trailing_bytes():

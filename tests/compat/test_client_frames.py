@@ -161,7 +161,7 @@ def check_negotiation(broker: FakeBroker, client_id: str, software: str):
     retry = first[1]
     assert retry.header.api_key == ApiKeys.API_VERSIONS and retry.header.api_version <= 2
     assert retry.header.correlation_id != head.header.correlation_id
-    assert retry.body == {} or set(retry.body) == set()
+    assert retry.body == {}           # ApiVersions v0-2 requests have no fields
     return head, retry
 
 

@@ -299,6 +299,9 @@ class Struct(Mapping):
     def __dir__(self):
         return [*self._values, "schema", "to_dict"]
 
+    def __reduce__(self):      # copy, deepcopy and pickle rebuild through __init__
+        return Struct, (self.schema, dict(self._values))
+
     def to_dict(self) -> dict:
         """Plain dicts and lists all the way down."""
         return {k: _plain(v) for k, v in self._values.items()}

@@ -67,6 +67,12 @@ class Type:
     def __repr__(self) -> str:
         return self.name
 
+    def __copy__(self):          # types and schemas are immutable: copying a Struct shares them
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
 
 def _short(name: str, buf, pos: int, need: int) -> ProtocolError:
     return ProtocolError(f"{name} needs {need} bytes but {max(len(buf) - pos, 0)} remain", offset=pos)
@@ -299,7 +305,7 @@ class Struct(Mapping):
     def __dir__(self):
         return [*self._values, "schema", "to_dict"]
 
-    def __reduce__(self):      # copy, deepcopy and pickle rebuild through __init__
+    def __reduce__(self):      # copy and deepcopy rebuild through __init__
         return Struct, (self.schema, dict(self._values))
 
     def to_dict(self) -> dict:

@@ -205,3 +205,10 @@ def test_a_port_in_use_fails_startup_with_bind_error(port):
 def test_tls_listeners_are_refused():
     with pytest.raises(UnsupportedListenerError, match="SSL"):
         SocketServer(KafkaConfig({"listeners": "SSL://127.0.0.1:0"}))
+
+
+def test_an_unresolvable_override_host_is_a_clear_error():
+    config = KafkaConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                          "max.connections.per.ip.overrides": "no-such-host.invalid:5"})
+    with pytest.raises(ValueError, match="max.connections.per.ip.overrides.*no-such-host.invalid"):
+        SocketServer(config)

@@ -19,7 +19,12 @@ class ConnectionQuotas:
 
     def __init__(self, default_max: int, overrides: dict[str, int] | None = None):
         self.default_max = default_max
-        self.overrides = {socket.gethostbyname(host): count for host, count in (overrides or {}).items()}
+        self.overrides = {}
+        for host, count in (overrides or {}).items():
+            try:
+                self.overrides[socket.gethostbyname(host)] = count
+            except OSError as exc:
+                raise ValueError(f"max.connections.per.ip.overrides: cannot resolve host {host!r}: {exc}") from exc
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
 

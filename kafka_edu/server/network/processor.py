@@ -116,8 +116,9 @@ class Processor(AbstractServerThread):
                 self._update_interest(channel)
 
     def _poll(self, timeout_ms: int) -> None:
+        ready = self._selector.select(timeout_ms / 1000)
         now = self._time.milliseconds()
-        for key, events in self._selector.select(timeout_ms / 1000):
+        for key, events in ready:
             channel = key.data
             if channel is None:
                 self._drain_wakeups()

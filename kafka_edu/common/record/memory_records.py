@@ -37,9 +37,7 @@ class MemoryRecords:
 
     def batches(self) -> Iterator[RecordBatch]:
         buffer = self.buffer
-        for position, size in log_entries(buffer):
-            if size <= MAGIC_OFFSET:
-                raise CorruptRecordError(f"the entry at byte {position} is too short to hold a magic byte")
+        for position, _ in log_entries(buffer):  # every complete entry is long enough to hold a magic byte
             magic = buffer[position + MAGIC_OFFSET]
             if magic < 2:
                 yield LegacyRecordBatch(buffer, position)

@@ -7,7 +7,8 @@ from kafka_edu.server.zk.zk_client import NoNodeError, ZkClient
 
 
 def _dot_text(text: str) -> str:
-    return text.replace("\\", "\\\\")
+    """Escape for a dot label: backslashes first, then quotes (JSON data has both)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _wrapped(text: str, width: int, max_lines: int) -> list[str]:
@@ -29,6 +30,8 @@ def zk_tree(zk: ZkClient, root: str = "/", skip: tuple[str, ...] = ("/zookeeper"
                                       "fontsize": "10"},
                            edge_attr={"arrowhead": "none", "color": "gray50"})
 
+    ids: dict[str, str] = {}   # n0, n1, ... in visiting order: paths may contain ':' (a port to dot)
+
     def visit(path: str) -> bool:
         try:
             data, stat = zk.get(path)
@@ -44,13 +47,14 @@ def zk_tree(zk: ZkClient, root: str = "/", skip: tuple[str, ...] = ("/zookeeper"
         if stat.ephemeral:
             lines.append(f"ephemeral, session {stat.ephemeral_owner:#x}")
             attrs = {"style": "dashed,filled", "fillcolor": "lightyellow"}
-        dot.node(path, "\\n".join(_dot_text(line) for line in lines), **attrs)
+        ids[path] = f"n{len(ids)}"
+        dot.node(ids[path], "\\n".join(_dot_text(line) for line in lines), **attrs)
         for child in children:
             child_path = f"{path.rstrip('/')}/{child}"
             if child_path in skip:
                 continue
             if visit(child_path):
-                dot.edge(path, child_path)
+                dot.edge(ids[path], ids[child_path])
         return True
 
     visit(root)

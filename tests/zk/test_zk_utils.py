@@ -264,5 +264,15 @@ def test_zk_tree_is_deterministic_and_marks_ephemerals():
     first = build()
     assert first == build()
     ephemeral = [line for line in first.splitlines() if "dashed" in line]
-    assert len(ephemeral) == 1 and '"/brokers/ids/0"' in ephemeral[0]
-    assert "/zookeeper" not in first
+    assert len(ephemeral) == 1 and "jmx_port" in ephemeral[0] and "ephemeral, session" in ephemeral[0]
+    assert "zookeeper" not in first and "quota" not in first
+
+
+def test_zk_tree_renders_awkward_names_and_data():
+    zk = EmbeddedZooKeeper().connect()
+    try:
+        zk.create("/consumers/group:1/ids", 'quote " and a trailing backslash \\', makepath=True)
+        svg = zk_tree(zk).pipe(format="svg").decode()
+        assert "group:1" in svg and "backslash" in svg
+    finally:
+        zk.close()

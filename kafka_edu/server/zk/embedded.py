@@ -275,6 +275,7 @@ class EmbeddedZkClient(ZkClient):
         self._session = server._open_session(self)
         super().__init__(name or f"{self._session:#x}")
         self._deliver_state(SessionState.CONNECTED)
+        self._await_first_connected(10)
 
     @property
     def session_id(self) -> int:

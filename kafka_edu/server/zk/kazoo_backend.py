@@ -85,6 +85,7 @@ class KazooZkClient(ZkClient):
             with translated(self.chroot):
                 self._kazoo.ensure_path(self.chroot)
             self._kazoo.chroot = self.chroot   # from now on every path is relative to it
+        self._await_first_connected(self._connect_timeout_s)
 
     @property
     def session_id(self) -> int:

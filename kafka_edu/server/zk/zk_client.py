@@ -189,6 +189,7 @@ class ZkClient(ABC):
         self._subscriptions: list["Subscription"] = []
         self._lock = threading.Lock()
         self._state: SessionState | None = None
+        self._first_connected = threading.Event()
         self._closed = False
 
     # ---- primitives, one implementation per backend -------------------------------------
@@ -302,9 +303,17 @@ class ZkClient(ABC):
     def _deliver_state(self, state: SessionState) -> None:
         self._events.submit(self._dispatch_state, state)
 
+    def _await_first_connected(self, timeout_s: float) -> None:
+        """End of a backend's constructor: a client is handed out connected, its initial CONNECTED
+        already delivered, so listeners added afterwards hear only later changes."""
+        if not self._first_connected.wait(timeout_s):
+            raise ConnectionLossError(f"no session within {timeout_s}s")
+
     def _dispatch_state(self, state: SessionState) -> None:
         """On the event thread: tell the listeners, then re-arm subscriptions after an outage."""
         previous, self._state = self._state, state
+        if state is SessionState.CONNECTED:
+            self._first_connected.set()
         with self._lock:
             listeners = list(self._state_listeners)
             subscriptions = list(self._subscriptions)

@@ -247,3 +247,30 @@ def test_close_delivers_lost_and_refuses_requests(zk_cluster):
         with pytest.raises(ClientClosedError):
             call()
     zk.close()    # idempotent
+
+
+def test_concurrent_compare_and_set_loses_no_update(zk_cluster):
+    """Several threads and sessions increment one counter with version-checked writes: every
+    BadVersion is a lost race that retries, so the final value counts every increment."""
+    clients = [zk_cluster.client() for _ in range(3)]
+    clients[0].create("/counter", b"0")
+    threads_per_client, increments = 2, 15
+
+    def work(zk):
+        for _ in range(increments):
+            while True:
+                data, stat = zk.get("/counter")
+                try:
+                    zk.set("/counter", str(int(data) + 1), version=stat.version)
+                    break
+                except BadVersionError:
+                    continue
+
+    threads = [threading.Thread(target=work, args=(zk,)) for zk in clients for _ in range(threads_per_client)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    total = len(threads) * increments
+    data, stat = clients[0].get("/counter")
+    assert int(data) == total and stat.version == total

@@ -256,9 +256,8 @@ def replica_assignment_json(assignment: Mapping[int, Iterable[int]]) -> str:
     Small maps keep the order AdminUtils' hash map gave them; larger ones are re-ordered by
     the encoder, exactly as in 0.10.
     """
-    partitions = {str(p): list(assignment[p]) for p in scala_mutable_int_map_order(assignment)} \
-        if len(assignment) <= 4 else {str(p): list(r) for p, r in assignment.items()}
-    return encode_json({"version": 1, "partitions": partitions})
+    order = scala_mutable_int_map_order(assignment) if len(assignment) <= 4 else list(assignment)
+    return encode_json({"version": 1, "partitions": {str(p): list(assignment[p]) for p in order}})
 
 
 def controller_json(broker_id: int, timestamp: int) -> str:

@@ -11,6 +11,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.broker_states import BrokerState, BrokerStates
 from kafka_edu.server.log.errors import KafkaStorageError
 from kafka_edu.server.log.log import Log
+from kafka_edu.server.log.log_cleaner import CleanerConfig, LogCleaner
 from kafka_edu.server.log.log_config import LONG_MAX, LogConfig
 from kafka_edu.server.log.log_files import (CLEAN_SHUTDOWN_FILE, LOCK_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
                                             log_dir_name, parse_topic_partition_name)
@@ -29,7 +30,8 @@ class LogManager:
                  topic_configs: dict[str, LogConfig] | None = None, recovery_threads_per_data_dir: int = 1,
                  flush_check_ms: int = LONG_MAX, flush_checkpoint_ms: int = 60_000,
                  retention_check_ms: int = 300_000, scheduler=None, broker_state: BrokerState | None = None,
-                 time: Time = SYSTEM_TIME, initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS):
+                 time: Time = SYSTEM_TIME, initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
+                 cleaner_config: CleanerConfig | None = None):
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
@@ -42,8 +44,10 @@ class LogManager:
         self.scheduler = scheduler or KafkaScheduler(time=time)
         self.broker_state = broker_state or BrokerState()
         self.time = time
-        self.cleaner = None
         self._logs: dict[tuple[str, int], Log] = {}
+        self.cleaner = None
+        if cleaner_config is not None and cleaner_config.enable_cleaner:
+            self.cleaner = LogCleaner(cleaner_config, self.log_dirs, lambda: dict(self._logs), time)
         self._creation_lock = threading.Lock()
         self._create_and_validate_log_dirs()
         self._dir_locks = self._lock_log_dirs()

@@ -28,21 +28,18 @@ CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 class LogEntry:
     """A shallow view of one log entry (a v0/v1 message or a v2 batch) inside `buffer`."""
 
-    __slots__ = ("buffer", "start", "position", "offset", "size")
+    __slots__ = ("buffer", "start", "position", "offset", "size", "magic")
 
     def __init__(self, buffer, start: int, position: int):
         self.buffer = buffer
         self.start = start          # where the entry begins inside `buffer`
         self.position = position    # where it begins in its file (or message set)
         self.offset, self.size = _HEADER.unpack_from(buffer, start)
+        self.magic = buffer[start + 16]
 
     @property
     def total_size(self) -> int:
         return LOG_OVERHEAD + self.size
-
-    @property
-    def magic(self) -> int:
-        return self.buffer[self.start + 16]
 
     @property
     def attributes(self) -> int:
@@ -78,6 +75,16 @@ class LogEntry:
     @property
     def next_offset(self) -> int:
         return self.last_offset + 1
+
+    @property
+    def last_offset_delta(self) -> int:
+        """v2 only: last offset minus base offset."""
+        return _I32.unpack_from(self.buffer, self.start + 23)[0]
+
+    @property
+    def records_count(self) -> int:
+        """v2 only: the number of records in the batch."""
+        return _I32.unpack_from(self.buffer, self.start + 57)[0]
 
     @property
     def max_timestamp(self) -> int:

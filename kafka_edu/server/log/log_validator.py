@@ -5,8 +5,7 @@ import dataclasses
 
 from kafka_edu.common.record import errors as record_errors
 from kafka_edu.common.record.compression import CompressionType
-from kafka_edu.common.record.default_records import (DefaultRecordBatch, set_base_offset, set_max_timestamp,
-                                                     set_partition_leader_epoch)
+from kafka_edu.common.record.default_records import set_base_offset, set_max_timestamp, set_partition_leader_epoch
 from kafka_edu.common.record.legacy_records import set_entry_offset, set_wrapper_timestamp
 from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka_edu.common.record.record import TimestampType
@@ -98,10 +97,17 @@ def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, 
                                 config: LogConfig, leader_epoch: int | None = None) -> ValidationResult:
     """Number `records` from `next_offset` and apply the topic's rules (see the table above)."""
     buffer = records if isinstance(records, bytearray) else bytearray(records)
+    magic = config.message_format_magic
     try:
+        entries = list(iter_log_entries(buffer))
+        if magic == 2 and all(e.magic == 2 and e.codec == info.target_codec for e in entries):
+            if _needs_record_checks(config):
+                for record in MemoryRecords(buffer).records(verify=False):
+                    _check_record(record, now, config)
+            return _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch)
         batches = list(MemoryRecords(buffer).batches())
-        if _in_place_possible(batches, info, config):
-            next_offset = _assign_in_place(buffer, batches, next_offset, now, config, leader_epoch)
+        if _legacy_in_place_possible(batches, info, config):
+            next_offset = _assign_legacy_in_place(buffer, batches, next_offset, now, config)
             result = buffer
         else:
             result, next_offset = _rebuild(batches, next_offset, now, config, leader_epoch)
@@ -118,49 +124,60 @@ def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, 
     return ValidationResult(result, next_offset, max_timestamp, offset_of_max, len(result) != len(buffer))
 
 
-def _in_place_possible(batches, info: LogAppendInfo, config: LogConfig) -> bool:
+def _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch) -> ValidationResult:
+    """The hot path: per batch, a header check and a base offset written (plus a CRC for LogAppendTime)."""
+    max_timestamp, offset_of_max = NO_TIMESTAMP, next_offset - 1
+    for entry in entries:
+        position = entry.start
+        count, delta = entry.records_count, entry.last_offset_delta
+        if count <= 0 or delta != count - 1:
+            raise CorruptRecordError(f"batch at byte {position} holds {count} records but its last offset "
+                                     f"delta is {delta}")
+        set_base_offset(buffer, position, next_offset)
+        if leader_epoch is not None:
+            set_partition_leader_epoch(buffer, position, leader_epoch)
+        if config.log_append_time:
+            set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
+            timestamp = now
+        else:
+            timestamp = entry.max_timestamp
+        next_offset += count
+        if timestamp > max_timestamp:
+            max_timestamp, offset_of_max = timestamp, next_offset - 1
+    return ValidationResult(buffer, next_offset, max_timestamp, offset_of_max, False)
+
+
+def _legacy_in_place_possible(batches, info: LogAppendInfo, config: LogConfig) -> bool:
     magic = config.message_format_magic
     for batch in batches:
         codec = int(batch.compression_type)
         if batch.magic != magic or codec != info.target_codec:
             return False
-        if magic < 2 and codec:
+        if codec:
             inner = batch.inner()
             if magic == 0 or [m.offset for m in inner] != list(range(batch.offset - len(inner) + 1, batch.offset + 1)):
                 return False
     return True
 
 
-def _assign_in_place(buffer, batches, next_offset, now, config, leader_epoch) -> int:
+def _assign_legacy_in_place(buffer, batches, next_offset, now, config) -> int:
     check_records = _needs_record_checks(config)
     position = 0
     for batch in batches:
         if check_records:
             for record in batch.records(verify=False):
                 _check_record(record, now, config)
-        if isinstance(batch, DefaultRecordBatch):
-            header = batch.header
-            if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
-                raise CorruptRecordError(f"batch at byte {position} holds {header.records_count} records but its "
-                                         f"last offset delta is {header.last_offset_delta}")
-            set_base_offset(buffer, position, next_offset)
-            if leader_epoch is not None:
-                set_partition_leader_epoch(buffer, position, leader_epoch)
+        inner = batch.inner()
+        last = next_offset + len(inner) - 1
+        set_entry_offset(buffer, position, last)
+        if batch.magic == 1:
             if config.log_append_time:
-                set_max_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
-            next_offset += header.records_count
-        else:
-            inner = batch.inner()
-            last = next_offset + len(inner) - 1
-            set_entry_offset(buffer, position, last)
-            if batch.magic == 1:
-                if config.log_append_time:
-                    set_wrapper_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
-                elif len(inner) > 1:
-                    newest = max(m.message.timestamp for m in inner)
-                    if newest != batch.max_timestamp or batch.timestamp_type != TimestampType.CREATE_TIME:
-                        set_wrapper_timestamp(buffer, position, TimestampType.CREATE_TIME, newest)
-            next_offset = last + 1
+                set_wrapper_timestamp(buffer, position, TimestampType.LOG_APPEND_TIME, now)
+            elif len(inner) > 1:
+                newest = max(m.message.timestamp for m in inner)
+                if newest != batch.max_timestamp or batch.timestamp_type != TimestampType.CREATE_TIME:
+                    set_wrapper_timestamp(buffer, position, TimestampType.CREATE_TIME, newest)
+        next_offset = last + 1
         position += batch.size_in_bytes
     return next_offset
 

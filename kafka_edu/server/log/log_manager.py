@@ -41,7 +41,10 @@ class LogManager:
         self.retention_check_ms = retention_check_ms
         self.initial_task_delay_ms = initial_task_delay_ms
         self._owns_scheduler = scheduler is None
-        self.scheduler = scheduler or KafkaScheduler(time=time)
+        if scheduler is None:               # logs need it at once: rolls flush and deletions wait on it
+            scheduler = KafkaScheduler(thread_name_prefix="kafka-log-manager-scheduler-", time=time)
+            scheduler.startup()
+        self.scheduler = scheduler
         self.broker_state = broker_state or BrokerState()
         self.time = time
         self._logs: dict[tuple[str, int], Log] = {}
@@ -109,8 +112,6 @@ class LogManager:
 
     # --- the periodic tasks -------------------------------------------------------------------
     def startup(self) -> None:
-        if self._owns_scheduler and not self.scheduler.is_started:
-            self.scheduler.startup()
         delay = self.initial_task_delay_ms
         self.scheduler.schedule("kafka-log-retention", self.cleanup_logs, delay, self.retention_check_ms)
         self.scheduler.schedule("kafka-log-flusher", self.flush_dirty_logs, delay, self.flush_check_ms)
@@ -256,3 +257,43 @@ class LogManager:
     def _flush_and_close(log: Log) -> None:
         log.flush()
         log.close()
+
+
+# %% book/ch4_server/0307_log_manager.ipynb 433a4d62
+def default_log_config(kafka_config) -> LogConfig:
+    """The topic-level defaults that a broker's `log.*` keys define."""
+    v = kafka_config
+    policy = v["log.cleanup.policy"]
+    if not isinstance(policy, str):
+        policy = "compact" if "compact" in policy else "delete"
+    return LogConfig(
+        segment_bytes=v["log.segment.bytes"], segment_ms=kafka_config.log_roll_ms,
+        segment_jitter_ms=kafka_config.log_roll_jitter_ms, segment_index_bytes=v["log.index.size.max.bytes"],
+        index_interval_bytes=v["log.index.interval.bytes"], flush_messages=v["log.flush.interval.messages"],
+        flush_ms=kafka_config.log_flush_interval_ms, retention_bytes=v["log.retention.bytes"],
+        retention_ms=kafka_config.log_retention_ms, file_delete_delay_ms=v["log.segment.delete.delay.ms"],
+        delete_retention_ms=v["log.cleaner.delete.retention.ms"],
+        min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"], cleanup_policy=policy,
+        max_message_bytes=v["message.max.bytes"], preallocate=v["log.preallocate"],
+        compression_type=v["compression.type"], message_format_version=v["log.message.format.version"],
+        message_timestamp_type=v["log.message.timestamp.type"],
+        message_timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
+        min_insync_replicas=v["min.insync.replicas"],
+        unclean_leader_election_enable=v["unclean.leader.election.enable"])
+
+
+def log_manager_from_config(kafka_config, topic_configs=None, scheduler=None, broker_state=None,
+                            time: Time = SYSTEM_TIME) -> LogManager:
+    """The broker's LogManager, configured from its KafkaConfig (Kafka's `LogManager.apply`)."""
+    v = kafka_config
+    cleaner = CleanerConfig(num_threads=max(v["log.cleaner.threads"], 1),
+                            dedupe_buffer_size=v["log.cleaner.dedupe.buffer.size"],
+                            dedupe_buffer_load_factor=v["log.cleaner.io.buffer.load.factor"],
+                            io_buffer_size=v["log.cleaner.io.buffer.size"], backoff_ms=v["log.cleaner.backoff.ms"],
+                            enable_cleaner=v["log.cleaner.enable"] and v["log.cleaner.threads"] > 0)
+    return LogManager(kafka_config.log_dirs, default_log_config(kafka_config), topic_configs,
+                      recovery_threads_per_data_dir=v["num.recovery.threads.per.data.dir"],
+                      flush_check_ms=v["log.flush.scheduler.interval.ms"],
+                      flush_checkpoint_ms=v["log.flush.offset.checkpoint.interval.ms"],
+                      retention_check_ms=v["log.retention.check.interval.ms"], scheduler=scheduler,
+                      broker_state=broker_state, time=time, cleaner_config=cleaner)

@@ -4,14 +4,14 @@ import subprocess
 
 from kazoo.client import KazooClient
 
-from conftest import MockCluster, ZooKeeperServer, four_letter, require
+from external import MockCluster, ZooKeeperServer, four_letter, require
 
 
 def test_zookeeper_starts_answers_and_stops(tmp_path):
     import shutil
     from pathlib import Path
 
-    from conftest import ZOOKEEPER_JARS
+    from external import ZOOKEEPER_JARS
     require(shutil.which("java") is not None and all(Path(j).exists() for j in ZOOKEEPER_JARS),
             "Debian's zookeeper package and a Java runtime are needed")
     server = ZooKeeperServer(tmp_path).start()

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 
 import pytest
-from conftest import require
+from external import require
 
 from kafka_edu.common.protocol.api_keys import ApiKeys, UnsupportedVersionError
 from kafka_edu.common.protocol.errors import Errors

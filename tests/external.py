@@ -1,0 +1,149 @@
+"""External components the suite relies on: free loopback ports, Debian's ZooKeeper started
+standalone, librdkafka's mock cluster held by a child process, and `require()`.
+
+Components the suite cannot provide itself are checked with `require()`: a developer's machine
+without them skips with the reason, but CI (`CI=true`) fails, so a missing install step can never
+hide behind a green run. Fixtures wrapping these live in conftest.py.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+ZOOKEEPER_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip locally, fail in CI, when a component the test needs is missing."""
+    if condition:
+        return
+    if IN_CI:
+        pytest.fail(f"missing in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not ready after {timeout}s")
+
+
+def four_letter(port: int, word: bytes) -> bytes:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(word)
+            return s.recv(64)
+    except OSError:
+        return b""
+
+
+def stop(proc: subprocess.Popen, grace: float = 10) -> None:
+    """Terminate a child and wait for it, killing it if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+class ZooKeeperServer:
+    """Debian's ZooKeeper started standalone on a free port, ready once it answers `ruok`."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.workdir = workdir
+        (workdir / "data").mkdir(parents=True, exist_ok=True)
+        self.config = workdir / "zoo.cfg"
+        self.config.write_text(textwrap.dedent(f"""\
+            tickTime=500
+            dataDir={workdir / 'data'}
+            clientPort={self.port}
+            clientPortAddress=127.0.0.1
+            admin.enableServer=false
+            4lw.commands.whitelist=ruok,srvr,stat,mntr
+            minSessionTimeout=1000
+            """))
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "ZooKeeperServer":
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.config)],
+            stdout=subprocess.DEVNULL, stderr=open(self.workdir / "zookeeper.log", "wb"))
+        try:
+            wait_for(lambda: self.proc.poll() is not None or four_letter(self.port, b"ruok") == b"imok",
+                     30, "ZooKeeper")
+        except TimeoutError:
+            self.stop()
+            raise
+        if self.proc.poll() is not None:
+            raise RuntimeError("ZooKeeper exited: " + (self.workdir / "zookeeper.log").read_text()[-2000:])
+        return self
+
+    def stop(self) -> None:
+        if self.proc:
+            stop(self.proc)
+
+
+
+MOCK_HOLDER = textwrap.dedent("""\
+    import sys
+    from confluent_kafka import Producer
+    holder = Producer({"test.mock.num.brokers": int(sys.argv[1])})
+    md = holder.list_topics(timeout=10)
+    print(",".join(f"{b.host}:{b.port}" for b in sorted(md.brokers.values(), key=lambda b: b.id)),
+          flush=True)
+    sys.stdin.read()      # hold the cluster until the parent closes our stdin
+    """)
+
+
+class MockCluster:
+    """librdkafka's mock cluster, kept alive by a child process that holds a Producer."""
+
+    def __init__(self, brokers: int = 3):
+        self.proc = subprocess.Popen([sys.executable, "-c", MOCK_HOLDER, str(brokers)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line:
+            stop(self.proc)
+            raise RuntimeError("mock cluster holder exited before printing its bootstrap servers")
+        self.bootstrap = line
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in self.bootstrap.split(","))]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                stop(self.proc)

@@ -9,7 +9,7 @@ import itertools
 from pathlib import Path
 
 from kafka_edu.common.protocol.errors import Errors
-from kafka_edu.common.record.memory_records import MemoryRecords
+from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka_edu.common.utils.time import MockTime
 from kafka_edu.server.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinGroupResult
 from kafka_edu.server.coordinator.group_metadata_manager import GroupMetadataManager, OffsetConfig
@@ -48,6 +48,36 @@ class Reply:
         return value
 
 
+class ScriptedStore:
+    """An in-memory `__consumer_offsets` whose appends fail with a chosen error and whose HW can lag."""
+
+    def __init__(self):
+        self.batches: dict[int, list[bytes]] = {}
+        self.fail_with = Errors.NONE
+        self.hw_lag = 0
+
+    def append(self, partition, records, callback):
+        if self.fail_with is Errors.NONE:
+            builder = MemoryRecordsBuilder(base_offset=self.end(partition))
+            for record in records.records():
+                builder.append(record.timestamp, record.key, record.value)
+            self.batches.setdefault(partition, []).append(bytes(builder.build()))
+        callback(self.fail_with)
+
+    def end(self, partition):
+        return sum(len(list(MemoryRecords(b).records())) for b in self.batches.get(partition, []))
+
+    def log_range(self, partition):
+        return 0, max(self.end(partition) - self.hw_lag, 0)
+
+    def read(self, partition, offset, max_bytes):
+        for data in self.batches.get(partition, []):
+            batch = next(MemoryRecords(data).batches())
+            if batch.last_offset >= offset:
+                return MemoryRecords(data)
+        return MemoryRecords(b"")
+
+
 class Harness:
     def __init__(self, tmp_path: Path, num_partitions: int = 50, keep_empty_groups: bool = False,
                  start_ms: int = 0, retention_ms: int = 24 * 3600 * 1000, check_interval_ms: int = 600_000,
@@ -64,6 +94,8 @@ class Harness:
 
     def start_coordinator(self) -> None:
         """A fresh coordinator (a broker restart) over the same logs."""
+        if getattr(self, "coordinator", None) is not None:
+            self.coordinator.shutdown()
         self.scheduler = MockScheduler(self.clock)
         self.manager = GroupMetadataManager(0, self.offset_config, self.store, self.scheduler, time=self.clock)
         self.purgatories = [DelayedOperationPurgatory(name, 0, reaper_enabled=False, time=self.clock)
@@ -147,13 +179,16 @@ class Harness:
     def fetch(self, group_id: str, partitions=None):
         return self.coordinator.handle_fetch_offsets(group_id, partitions)
 
-    def stable_group(self, group_id: str, *clients: str) -> tuple[int, list[str]]:
+    def stable_group(self, group_id: str, *clients: str, session_ms: int = 10_000,
+                     rebalance_ms: int | None = None) -> tuple[int, list[str]]:
         """Join `clients` one after another (each rejoining as needed) and sync: (generation, member ids)."""
         ids: list[str] = []
+        timeouts = {"session_ms": session_ms, "rebalance_ms": rebalance_ms}
         for client in clients:
-            pending = [self.join(group_id, client_id=client)]
+            pending = [self.join(group_id, client_id=client, **timeouts)]
             for member_id in ids:
-                pending.append(self.join(group_id, member_id=member_id, client_id=member_id.split("-")[0]))
+                pending.append(self.join(group_id, member_id=member_id, client_id=member_id.split("-")[0],
+                                         **timeouts))
             results = [reply.value for reply in pending]
             assert all(r is not None and r.error is Errors.NONE for r in results), results
             ids = [r.member_id for r in results[1:]] + [results[0].member_id]

@@ -37,7 +37,7 @@ def offsets_partition_figure(manager: GroupMetadataManager, partition: int, max_
                      f"{html.escape(shown_value)}</td></tr>")
     dot.node("log", "<<table border='0' cellborder='1' cellspacing='0'>" + "".join(cells) + "</table>>")
     cache = [f"<tr><td colspan='2' bgcolor='#fff0cc'>caches of broker {manager.broker_id}</td></tr>"]
-    for name, o in sorted(manager.offsets.items()):
+    for name, o in sorted(dict(manager.offsets).items()):
         if manager.partition_for(name.group) == partition:
             cache.append(f"<tr><td align='left'>{html.escape(f'{name.group} {name.topic}-{name.partition}')}</td>"
                          f"<td>offset {o.offset}, expires {o.expire_timestamp}</td></tr>")

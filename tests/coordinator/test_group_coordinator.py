@@ -388,3 +388,27 @@ def test_concurrent_members_on_real_threads_reach_a_common_generation(tmp_path):
         coordinator.shutdown()
         scheduler.shutdown()
         log.close()
+
+
+def test_create_reads_the_broker_config(tmp_path):
+    from kafka_edu.common.utils.time import MockTime
+    from kafka_edu.server.kafka_config import KafkaConfig
+    from kafka_edu.server.utils.scheduler import MockScheduler
+
+    clock = MockTime()
+    config = KafkaConfig({"group.max.session.timeout.ms": 60_000, "offsets.retention.minutes": 2,
+                          "offsets.topic.num.partitions": 3, "offset.metadata.max.bytes": 10})
+    log = Log(str(tmp_path / "__consumer_offsets-0"), LogConfig(cleanup_policy="compact"), time=clock)
+    coordinator = GroupCoordinator.create(7, config, LogOffsetsStore(lambda p: log if p == 0 else None),
+                                          MockScheduler(clock), time=clock)
+    try:
+        assert coordinator.group_config == GroupConfig(6000, 60_000, False)
+        offsets = coordinator.group_manager.config
+        assert (offsets.offsets_retention_ms, offsets.offsets_topic_num_partitions, offsets.max_metadata_size) == \
+            (120_000, 3, 10)
+        assert coordinator.partition_for("g") == 103 % 3
+        assert coordinator.offset_and_metadata(5, None) == (5, "", 0, 120_000, -1)
+        assert coordinator.offset_and_metadata(5, "m", commit_timestamp=10, retention_ms=50) == (5, "m", 10, 60, -1)
+    finally:
+        coordinator.shutdown()
+        log.close()

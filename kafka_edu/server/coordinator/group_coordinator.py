@@ -14,7 +14,7 @@ from kafka_edu.server.coordinator.delayed_join import DelayedJoin, GroupKey
 from kafka_edu.server.coordinator.group_metadata import (GroupMetadata, GroupOverview, GroupState, GroupSummary,
                                                          MemberMetadata)
 from kafka_edu.server.coordinator.group_metadata_manager import (INVALID_OFFSET, DelayedStore, GroupMetadataManager,
-                                                                 OffsetFetchResult)
+                                                                 OffsetConfig, OffsetFetchResult)
 from kafka_edu.server.coordinator.offsets_topic import NO_LEADER_EPOCH, NO_TIMESTAMP, OffsetAndMetadata
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperationPurgatory
 
@@ -80,7 +80,6 @@ class _Gate:
     def create(cls, broker_id: int, kafka_config, store, scheduler, time: Time = SYSTEM_TIME,
                keep_empty_groups: bool = False) -> "GroupCoordinator":
         """A coordinator wired from a KafkaConfig, an OffsetsTopicStore and the broker's scheduler."""
-        from kafka_edu.server.coordinator.group_metadata_manager import OffsetConfig
         manager = GroupMetadataManager(broker_id, OffsetConfig.from_kafka_config(kafka_config), store, scheduler, time)
         return cls(broker_id, GroupConfig.from_kafka_config(kafka_config, keep_empty_groups), manager, time=time)
 

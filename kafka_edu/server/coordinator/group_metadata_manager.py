@@ -330,9 +330,11 @@ class _Loading:
             self.owned.discard(partition)
             for name in [k for k in self.offsets if self.partition_for(k.group) == partition]:
                 del self.offsets[name]
-            for group in [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]:
-                on_group_unloaded(group)
+            groups = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
+            for group in groups:
                 del self.groups[group.group_id]
+        for group in groups:                         # takes each group's lock: never while holding ours
+            on_group_unloaded(group)
 
 
 # %% book/ch4_server/0702_offsets_topic.ipynb 084a4fa4
@@ -343,26 +345,34 @@ class _Expiring:
         """Drop offsets whose expiry passed (and Empty groups left with none); return how many offsets."""
         now = self.time.milliseconds()
         tombstones: dict[int, list[tuple[bytes, None]]] = {}
-        with self._offset_expire_lock, self._lock:
-            expired = [name for name, o in self.offsets.items() if o.expire_timestamp < now]
-            for name in expired:
-                del self.offsets[name]
-                tombstones.setdefault(self.partition_for(name.group), []).append(
-                    (offset_commit_key(name.group, name.topic, name.partition), None))
-            with_offsets = {name.group for name in self.offsets}
-            for group in list(self.groups.values()):
+        with self._offset_expire_lock:
+            with self._lock:
+                expired = [name for name, o in self.offsets.items() if o.expire_timestamp < now]
+                for name in expired:
+                    del self.offsets[name]
+                    tombstones.setdefault(self.partition_for(name.group), []).append(
+                        (offset_commit_key(name.group, name.topic, name.partition), None))
+                with_offsets = {name.group for name in self.offsets}
+                candidates = [g for g in self.groups.values() if g.group_id not in with_offsets]
+            for group in candidates:                 # group lock first, then ours: the coordinator's order
                 with group.lock:
-                    if group.in_state(GroupState.EMPTY) and group.group_id not in with_offsets:
+                    if group.in_state(GroupState.EMPTY) and not self._has_offsets(group.group_id):
                         group.transition_to(GroupState.DEAD)
-                        del self.groups[group.group_id]
+                        with self._lock:
+                            if self.groups.get(group.group_id) is group:
+                                del self.groups[group.group_id]
                         tombstones.setdefault(self.partition_for(group.group_id), []).append(
                             (group_metadata_key(group.group_id), None))
         for partition, entries in sorted(tombstones.items()):
             self.storage.append(partition, self._records(entries),
-                              self._log_failure(f"{len(entries)} tombstones in partition {partition}"))
+                                self._log_failure(f"{len(entries)} tombstones in partition {partition}"))
         if expired:
             log.info("broker %d: removed %d expired offsets", self.broker_id, len(expired))
         return len(expired)
+
+    def _has_offsets(self, group_id: str) -> bool:
+        with self._lock:
+            return any(name.group == group_id for name in self.offsets)
 
 
 class GroupMetadataManager(_Expiring, _Loading, _Storing, _GroupCaches):

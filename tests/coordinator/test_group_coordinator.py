@@ -412,3 +412,41 @@ def test_create_reads_the_broker_config(tmp_path):
     finally:
         coordinator.shutdown()
         log.close()
+
+
+def test_expiry_and_group_removal_on_two_threads_do_not_deadlock(tmp_path):
+    """The expiry task locks groups while members leave (which removes dead groups): one lock order for both."""
+    h = Harness(tmp_path, retention_ms=0)
+    h.own("g")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def churn():
+        try:
+            while not stop.is_set():
+                joined = h.join("g", client_id="c").value
+                h.commit("g", joined.member_id, joined.generation_id, {("t", 0): 1})
+                h.leave("g", joined.member_id)
+        except BaseException as e:               # surfaced below: a failure here must fail the test
+            errors.append(e)
+
+    def expire():
+        try:
+            while not stop.is_set():
+                h.clock.advance(1)
+                h.manager.delete_expired_offsets()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=churn, daemon=True), threading.Thread(target=expire, daemon=True)]
+    for t in threads:
+        t.start()
+    real_time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    try:
+        assert not any(t.is_alive() for t in threads), "deadlock: a thread is still blocked"
+        assert errors == []
+    finally:
+        h.close()

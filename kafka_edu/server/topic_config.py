@@ -9,29 +9,29 @@ from kafka_edu.server.log.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
-# topic-level key -> the broker key whose value is the topic's default
+# topic-level key -> the broker keys that set its default, highest priority first
 TOPIC_CONFIG_SYNONYMS = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.type": "compression.type",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "message.format.version": "log.message.format.version",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.insync.replicas": "min.insync.replicas",
-    "preallocate": "log.preallocate",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "cleanup.policy": ("log.cleanup.policy",),
+    "compression.type": ("compression.type",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "max.message.bytes": ("message.max.bytes",),
+    "message.format.version": ("log.message.format.version",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "preallocate": ("log.preallocate",),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
 }
 
 
@@ -40,8 +40,8 @@ def broker_default_log_config(config: KafkaConfig) -> LogConfig:
     derived = {"retention.ms": config.log_retention_ms, "segment.ms": config.log_roll_ms,
                "segment.jitter.ms": config.log_roll_jitter_ms, "flush.ms": config.log_flush_interval_ms}
     props = {}
-    for topic_key, broker_key in TOPIC_CONFIG_SYNONYMS.items():
-        value = derived[topic_key] if topic_key in derived else config[broker_key]
+    for topic_key, broker_keys in TOPIC_CONFIG_SYNONYMS.items():
+        value = derived[topic_key] if topic_key in derived else config[broker_keys[0]]
         props[topic_key] = ",".join(value) if isinstance(value, list) else value
     return LogConfig.from_props(props)
 

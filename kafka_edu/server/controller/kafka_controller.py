@@ -36,6 +36,7 @@ class ControllerContext:
     partition_replica_assignment: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     partition_leadership_info: dict[tuple[str, int], LeaderIsrAndControllerEpoch] = field(default_factory=dict)
     topics_to_be_deleted: set[str] = field(default_factory=set)
+    offline_partitions: set[tuple[str, int]] = field(default_factory=set)   # New or Offline, no live leader
 
     def partitions_for_topic(self, topic: str) -> list[tuple[str, int]]:
         return sorted(tp for tp in self.partition_replica_assignment if tp[0] == topic)
@@ -44,6 +45,7 @@ class ControllerContext:
         for tp in self.partitions_for_topic(topic):
             self.partition_replica_assignment.pop(tp, None)
             self.partition_leadership_info.pop(tp, None)
+            self.offline_partitions.discard(tp)
         self.all_topics.discard(topic)
         self.topics_to_be_deleted.discard(topic)
 
@@ -159,6 +161,10 @@ class _Election:
             if state is not None:
                 context.partition_leadership_info[tp] = state
         context.topics_to_be_deleted = set(self.zk_utils.get_topics_marked_for_deletion()) & context.all_topics
+        context.offline_partitions = {tp for tp in context.partition_replica_assignment
+                                      if tp not in context.partition_leadership_info
+                                      or context.partition_leadership_info[tp].leader_and_isr.leader
+                                      not in context.live_brokers}
         for topic in sorted(context.all_topics):
             self._watch_topic(topic)
 
@@ -178,6 +184,9 @@ class _PartitionStates:
                 continue
             if self._elect_leader(tp):
                 changed.append(tp)
+                self.context.offline_partitions.discard(tp)
+            elif tp not in self.context.partition_leadership_info or tp in self.context.offline_partitions:
+                self.context.offline_partitions.add(tp)
         return changed
 
     def _elect_leader(self, tp: tuple[str, int]) -> bool:
@@ -198,11 +207,11 @@ class _PartitionStates:
                 return True
             except NodeExistsError:
                 current = self.zk_utils.get_leader_and_isr(*tp)
+                context.partition_leadership_info[tp] = current
+        if tp not in context.offline_partitions and current.leader_and_isr.leader in context.live_brokers:
+            return False
         for _ in range(MAX_STATE_WRITE_ATTEMPTS):
             state = current.leader_and_isr
-            if state.leader in context.live_brokers:
-                context.partition_leadership_info[tp] = current
-                return False
             if current.controller_epoch > context.epoch:
                 raise ControllerMovedError(f"{tp[0]}-{tp[1]} was written by controller epoch {current.controller_epoch}")
             live_isr = [r for r in assigned if r in state.isr and r in context.live_brokers]
@@ -302,10 +311,9 @@ class _Listeners:
                 return
             self._record(f"live brokers {sorted(context.live_brokers)} (new {sorted(new)}, dead {sorted(dead)})")
             changed = self._remove_from_isr(dead) if dead else []
-            changed += self._elect_leaders(tp for tp, c in context.partition_leadership_info.items()
-                                           if c.leader_and_isr.leader in dead)
-            changed += self._elect_leaders(tp for tp, r in context.partition_replica_assignment.items()
-                                           if set(r) & new and tp not in changed)
+            context.offline_partitions |= {tp for tp, c in context.partition_leadership_info.items()
+                                           if c.leader_and_isr.leader in dead}
+            changed += self._elect_leaders(set(context.offline_partitions))
             if self.broker_id in new:   # our own (re)registration: tell our replica manager everything
                 changed = sorted(set(changed) | {tp for tp, r in context.partition_replica_assignment.items()
                                                  if self.broker_id in r})

@@ -1,0 +1,69 @@
+"""A kafka-edu broker started as its own process, the way a user starts it (`kafka-edu server-start`)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from external import free_port, stop
+
+KAFKA_EDU = Path(sys.executable).with_name("kafka-edu")
+
+
+class BrokerProcess:
+    """`kafka-edu server-start` on a free loopback port with its own log directory."""
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None):
+        self.workdir = workdir
+        self.port = free_port()
+        self.log_dir = workdir / "kafka-logs"
+        props = {
+            "broker.id": "0",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "delete.topic.enable": "true",
+            "offsets.topic.replication.factor": "1",
+        }
+        props.update(overrides or {})
+        self.config = workdir / "server.properties"
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> "BrokerProcess":
+        self.log = open(self.workdir / "broker.log", "ab")
+        self.proc = subprocess.Popen([str(KAFKA_EDU), "server-start", str(self.config)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"broker did not listen within {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        return (self.workdir / "broker.log").read_text(errors="replace")[-4000:]
+
+    def stop(self) -> int | None:
+        if self.proc is not None:
+            stop(self.proc, grace=20)
+            self.log.close()
+            return self.proc.returncode
+        return None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.log.close()

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NBVAL := $(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
          --nbval-sanitize-with book/nbval_sanitize.cfg book/
 
-.PHONY: install system-packages test check-tangle lint unit nbval book tangle notebooks bench clean
+.PHONY: install system-packages run test check-tangle lint unit nbval book tangle notebooks bench clean
 
 install: system-packages $(STAMP)
 
@@ -28,6 +28,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# One broker on 127.0.0.1:9092 with the embedded coordination backend; data under ./data.
+run: install
+	$(BIN)/kafka-edu server-start config/server.properties
 
 tangle: $(STAMP)
 	$(BIN)/python scripts/tangle.py

@@ -36,6 +36,17 @@ class NewTopic:
     configs: dict[str, str] = field(default_factory=dict)
 
 
+class UnknownTopicOrPartitionError(KafkaError):
+    """A topic or partition that fresh metadata does not list: final, so calls do not retry it."""
+
+    def __init__(self, message: str):
+        super().__init__(Errors.UNKNOWN_TOPIC_OR_PARTITION, message)
+
+    @property
+    def retriable(self) -> bool:
+        return False
+
+
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
@@ -182,6 +193,8 @@ class ClusterAdmin:
         topics = list(topics)
         cluster, errors = self._metadata(topics)
         for topic in topics:
+            if errors.get(topic) is Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
             if topic in errors:
                 raise KafkaError(errors[topic], f"topic {topic!r}")
         return {t: cluster.partitions_for_topic(t) for t in topics}
@@ -243,7 +256,7 @@ class ClusterAdmin:
         for tp in sorted(timestamps):
             info = next((p for p in partitions[tp.topic] if p.partition == tp.partition), None)
             if info is None:
-                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist")
+                raise UnknownTopicOrPartitionError(f"partition {tp} does not exist")
             if info.leader is None:
                 raise KafkaError(Errors.LEADER_NOT_AVAILABLE, f"partition {tp} has no leader")
             leaders.setdefault(info.leader, []).append(tp)

@@ -6,6 +6,7 @@ import sys
 
 from kafka_edu.clients.admin import (
     EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterAdmin, GroupDescription, OffsetAndMetadata,
+    UnknownTopicOrPartitionError,
 )
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import Errors, KafkaError
@@ -49,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
     scenario.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N (clamped to the log)")
     scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
+    parser.add_argument("--timeout", type=int, default=30_000, metavar="MS",
+                        help="how long to wait for the cluster's answers (default 30000)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
@@ -58,6 +61,8 @@ def check_arguments(args) -> None:
     """The option rules argparse cannot express; raises UsageError."""
     if args.delete:
         raise UsageError(DELETE_NEEDS_ZOOKEEPER)
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
     if (args.describe or args.reset_offsets) and not args.group:
         raise UsageError(f"--{'describe' if args.describe else 'reset-offsets'} needs --group")
     if args.list and args.group:
@@ -98,7 +103,8 @@ def run(args) -> int:
         print(f"kafka-edu {COMMAND}: error: {e} (see --help)", file=sys.stderr)
         return 2
     try:
-        with ClusterAdmin(args.bootstrap_server, client_id="kafka-edu-consumer-groups") as admin:
+        with ClusterAdmin(args.bootstrap_server, client_id="kafka-edu-consumer-groups",
+                          request_timeout_ms=args.timeout) as admin:
             if args.list:
                 return list_groups(admin)
             if args.describe:
@@ -187,7 +193,7 @@ def reset_plan(admin: ClusterAdmin, args, committed: dict[TopicPartition, Offset
             existing = {p.partition for p in described[topic]}
             for p in sorted(existing) if chosen is None else chosen:
                 if p not in existing:
-                    raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{p} does not exist")
+                    raise UnknownTopicOrPartitionError(f"partition {topic}-{p} does not exist")
                 partitions.append(TopicPartition(topic, p))
     earliest = admin.list_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions})
     latest = admin.list_offsets({tp: LATEST_TIMESTAMP for tp in partitions})

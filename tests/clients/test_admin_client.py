@@ -1,0 +1,274 @@
+"""ClusterAdmin and ConsumerProtocol: byte formats; topics and log offsets against an in-process
+kafka-edu broker; group calls (and their retries) against scripted brokers; coordinator, offsets
+and ListOffsets against librdkafka's mock cluster."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from scripted_broker import ScriptedBroker, metadata_answer, scripted_cluster
+
+from kafka_edu.clients.admin import (
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterAdmin, NewTopic, OffsetAndMetadata, OffsetAndTimestamp,
+)
+from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.consumer_protocol import (
+    SUBSCRIPTION_V1, VERSION, Assignment, ConsumerProtocol, Subscription,
+)
+from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.common.protocol.types import INT32, ProtocolError
+from kafka_edu.common.record.memory_records import MemoryRecordsBuilder
+
+TP = TopicPartition
+
+
+# --- the consumer protocol -------------------------------------------------------------------
+
+def test_subscription_and_assignment_bytes():
+    sub = Subscription(["b", "a"], b"ud", [TP("a", 2), TP("a", 0)])
+    v0 = ConsumerProtocol.serialize_subscription(sub)
+    assert v0 == bytes.fromhex("0000" "00000002" "0001" "61" "0001" "62" "00000002" "7564")
+    assert ConsumerProtocol.deserialize_subscription(v0) == Subscription(["a", "b"], b"ud", [])
+    v1 = ConsumerProtocol.serialize_subscription(sub, version=1)
+    assert ConsumerProtocol.deserialize_subscription(v1) == Subscription(["a", "b"], b"ud", [TP("a", 0), TP("a", 2)])
+    assignment = Assignment([TP("t", 1), TP("s", 0), TP("t", 0)])
+    raw = ConsumerProtocol.serialize_assignment(assignment)
+    assert raw == bytes.fromhex("0000" "00000002" "0001" "73" "00000001" "00000000"
+                                "0001" "74" "00000002" "00000000" "00000001" "ffffffff")
+    assert ConsumerProtocol.deserialize_assignment(raw) == Assignment([TP("s", 0), TP("t", 0), TP("t", 1)])
+
+
+def test_newer_versions_decode_as_a_prefix_and_bad_bytes_raise():
+    v3 = (VERSION.write({"version": 3}) + SUBSCRIPTION_V1.write({"topics": ["t"], "user_data": None,
+                                                                 "owned_partitions": []})
+          + INT32.write(12) + b"\x00\x02r1")
+    assert ConsumerProtocol.deserialize_subscription(v3) == Subscription(["t"])
+    assignment_v2 = b"\x00\x02" + ConsumerProtocol.serialize_assignment(Assignment([TP("t", 0)]))[2:] + b"new"
+    assert ConsumerProtocol.deserialize_assignment(assignment_v2).partitions == [TP("t", 0)]
+    with pytest.raises(ProtocolError, match="unsupported assignment version -1"):
+        ConsumerProtocol.deserialize_assignment(b"\xff\xff" + bytes(8))
+    with pytest.raises(ProtocolError, match="trailing"):
+        ConsumerProtocol.deserialize_assignment(ConsumerProtocol.serialize_assignment(Assignment([])) + b"x")
+    with pytest.raises(ProtocolError):
+        ConsumerProtocol.deserialize_subscription(b"\x00\x00\x00\x00\x00\x05")
+    with pytest.raises(ValueError, match="version 7"):
+        ConsumerProtocol.serialize_subscription(Subscription([]), version=7)
+
+
+# --- topics and log offsets on a kafka-edu broker ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def kafka_edu_broker(tmp_path_factory):
+    from kafka_edu.server.kafka_config import KafkaConfig
+    from kafka_edu.server.kafka_server import KafkaServer
+    from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
+    config = KafkaConfig({"broker.id": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.cleaner.enable": "false",
+                          "log.dirs": str(tmp_path_factory.mktemp("admin-logs")), "delete.topic.enable": "true"})
+    server = KafkaServer(config, embedded_zookeeper=EmbeddedZooKeeper())
+    server.startup()
+    yield f"127.0.0.1:{server.bound_port()}"
+    server.shutdown()
+
+
+def produce(admin, topic, partition, count, first_timestamp):
+    builder = MemoryRecordsBuilder(magic=2)
+    for i in range(count):
+        builder.append(first_timestamp + 1000 * i, None, b"v")
+    leader = admin.describe_cluster([topic]).leader_for(TP(topic, partition))
+    response = admin._send(leader, ApiKeys.PRODUCE, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": bytes(builder.build())}]}]},
+        admin._deadline())
+    assert response.responses[0].partition_responses[0].error_code == 0
+
+
+def test_topics_and_offsets_on_a_kafka_edu_broker(kafka_edu_broker):
+    with ClusterAdmin(kafka_edu_broker) as admin:
+        cluster = admin.describe_cluster()
+        assert [n.id for n in cluster.nodes] == [0] and cluster.controller.id == 0
+        created = admin.create_topics([NewTopic("adm-orders", 3, 1, configs={"retention.ms": "600000"}),
+                                       NewTopic("adm-manual", replica_assignment={0: [0], 1: [0]}),
+                                       NewTopic("adm-bad", 0, 1)])
+        assert created["adm-orders"] is None and created["adm-manual"] is None
+        assert created["adm-bad"].error is Errors.INVALID_PARTITIONS
+        again = admin.create_topics([NewTopic("adm-orders", 3, 1)])
+        assert again["adm-orders"].error is Errors.TOPIC_ALREADY_EXISTS
+        described = admin.describe_topics(["adm-orders", "adm-manual"])
+        assert [p.partition for p in described["adm-orders"]] == [0, 1, 2]
+        assert [p.partition for p in described["adm-manual"]] == [0, 1]
+        with pytest.raises(KafkaError) as missing:
+            admin.describe_topics(["adm-missing"])
+        assert missing.value.error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+        produce(admin, "adm-orders", 0, 6, 1_000_000)
+        tps = [TP("adm-orders", p) for p in range(3)]
+        assert admin.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}) == {tp: OffsetAndTimestamp(0, -1)
+                                                                               for tp in tps}
+        latest = admin.list_offsets({tp: LATEST_TIMESTAMP for tp in tps})
+        assert [latest[tp].offset for tp in tps] == [6, 0, 0]
+        assert admin.list_offsets({tps[0]: 1_003_500}) == {tps[0]: OffsetAndTimestamp(4, 1_004_000)}
+        assert admin.list_offsets({tps[0]: 9_000_000})[tps[0]].offset == -1
+        with pytest.raises(KafkaError, match="adm-orders-7 does not exist"):
+            admin.list_offsets({TP("adm-orders", 7): LATEST_TIMESTAMP})
+
+        deleted = admin.delete_topics(["adm-manual", "adm-never"])
+        assert deleted["adm-manual"] is None and deleted["adm-never"].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# --- groups on scripted brokers -------------------------------------------------------------
+
+def describe_answer(groups: dict):
+    def answer(header, body):
+        return {"groups": [{"error_code": 0, "group_id": g, **groups[g]} if g in groups else
+                           {"error_code": 0, "group_id": g, "group_state": "Dead", "protocol_type": "",
+                            "protocol_data": "", "members": []} for g in body["groups"]]}
+    return answer
+
+
+def test_group_calls_across_brokers():
+    brokers = scripted_cluster(2, {"t": 2})
+    one, two = brokers
+    one.handlers[ApiKeys.LIST_GROUPS] = lambda h, b: {"error_code": 0, "groups": [
+        {"group_id": "g1", "protocol_type": "consumer"}]}
+    two.handlers[ApiKeys.LIST_GROUPS] = lambda h, b: {"error_code": 0, "groups": [
+        {"group_id": "g0", "protocol_type": "consumer"}, {"group_id": "c", "protocol_type": "connect"}]}
+    attempts = []
+
+    def find(header, body):
+        attempts.append(body["key"])
+        if len(attempts) == 1:
+            return {"error_code": Errors.COORDINATOR_NOT_AVAILABLE.code, "node_id": -1, "host": "", "port": -1}
+        return {"error_code": 0, "node_id": 2, "host": two.address[0], "port": two.address[1]}
+
+    for b in brokers:
+        b.handlers[ApiKeys.FIND_COORDINATOR] = find
+    two.handlers[ApiKeys.DESCRIBE_GROUPS] = describe_answer({"g0": {
+        "group_state": "Stable", "protocol_type": "consumer", "protocol_data": "range", "members": [
+            {"member_id": "m-1", "client_id": "c1", "client_host": "/10.1.1.1",
+             "member_metadata": ConsumerProtocol.serialize_subscription(Subscription(["t"]), version=1),
+             "member_assignment": ConsumerProtocol.serialize_assignment(Assignment([TP("t", 1), TP("t", 0)]))},
+            {"member_id": "m-2", "client_id": "c2", "client_host": "/10.1.1.2",
+             "member_metadata": b"", "member_assignment": b"\x00"}]}})
+    two.handlers[ApiKeys.OFFSET_FETCH] = lambda h, b: {"error_code": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 42, "metadata": "meta", "error_code": 0},
+        {"partition_index": 1, "committed_offset": -1, "metadata": None, "error_code": 0}]}]}
+    commits = []
+    two.handlers[ApiKeys.OFFSET_COMMIT] = lambda h, b: commits.append((h.api_version, b)) or {"topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": 25 if p["committed_offset"] < 0 else 0}
+                                           for p in t["partitions"]]} for t in b["topics"]]}
+    try:
+        with ClusterAdmin(f"{one.address[0]}:{one.address[1]}", retry_backoff_ms=10) as admin:
+            assert admin.find_coordinator("g0").id == 2 and len(attempts) == 2
+            assert [(g.group_id, g.protocol_type, g.coordinator.id) for g in admin.list_groups()] == [
+                ("c", "connect", 2), ("g0", "consumer", 2), ("g1", "consumer", 1)]
+            group = admin.describe_group("g0")
+            assert (group.state, group.protocol, group.coordinator.id) == ("Stable", "range", 2)
+            assert group.members[0].assignment == Assignment([TP("t", 0), TP("t", 1)])
+            assert group.members[0].subscription == Subscription(["t"])
+            assert group.members[1].assignment is None and group.members[1].subscription is None
+            assert admin.describe_group("nope").state == "Dead"
+            assert admin.list_group_offsets("g0") == {TP("t", 0): OffsetAndMetadata(42, "meta")}
+            assert two.requests[-1][2]["topics"] is None                  # v2+: null = every partition
+            admin.list_group_offsets("g0", [TP("t", 1)])
+            assert two.requests[-1][2]["topics"] == [{"name": "t", "partition_indexes": [1]}]
+            admin.commit_group_offsets("g0", {TP("t", 1): 7, TP("t", 0): OffsetAndMetadata(5, "m")})
+            version, body = commits[-1]
+            assert body["generation_id_or_member_epoch"] == -1 and body["member_id"] == ""
+            assert [(p["partition_index"], p["committed_offset"], p["committed_metadata"])
+                    for p in body["topics"][0]["partitions"]] == [(0, 5, "m"), (1, 7, "")]
+            with pytest.raises(KafkaError) as refused:
+                admin.commit_group_offsets("g0", {TP("t", 0): -5})
+            assert refused.value.error is Errors.UNKNOWN_MEMBER_ID
+    finally:
+        for b in brokers:
+            b.close()
+
+
+def test_topic_admin_follows_the_controller():
+    brokers = scripted_cluster(2, {})
+    one, two = brokers
+    controller = {"id": 1}
+    for b in brokers:
+        b.handlers[ApiKeys.METADATA] = lambda h, body: metadata_answer(brokers, {}, controller["id"])(h, body)
+    seen = []
+
+    def create(broker):
+        def answer(header, body):
+            seen.append(broker.node_id)
+            if broker.node_id != 2:
+                controller["id"] = 2                      # the controller moved
+                code = Errors.NOT_CONTROLLER.code
+            else:
+                code = 0
+            return {"topics": [{"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]]}
+        return answer
+
+    for b in brokers:
+        b.handlers[ApiKeys.CREATE_TOPICS] = create(b)
+    try:
+        with ClusterAdmin(f"{one.address[0]}:{one.address[1]}", retry_backoff_ms=10) as admin:
+            assert admin.create_topics([NewTopic("x", 1, 1)]) == {"x": None}
+            assert seen == [1, 2]
+    finally:
+        for b in brokers:
+            b.close()
+
+
+def test_retriable_coordinator_errors_refind_the_coordinator():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})
+    broker.handlers[ApiKeys.FIND_COORDINATOR] = lambda h, b: {"error_code": 0, "node_id": 0,
+                                                              "host": broker.address[0], "port": broker.address[1]}
+    answers = iter([Errors.COORDINATOR_LOAD_IN_PROGRESS.code, Errors.NOT_COORDINATOR.code, 0])
+    broker.handlers[ApiKeys.OFFSET_FETCH] = lambda h, b: {"error_code": next(answers), "topics": []}
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
+            assert admin.list_group_offsets("g") == {}
+        assert [api for api, _ in broker.apis_seen() if api in ("FIND_COORDINATOR", "OFFSET_FETCH")] == [
+            "FIND_COORDINATOR", "OFFSET_FETCH"] * 3
+    finally:
+        broker.close()
+
+
+def test_non_retriable_errors_raise_and_unreachable_cluster_times_out():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})
+    bootstrap = f"{broker.address[0]}:{broker.address[1]}"
+    broker.handlers[ApiKeys.FIND_COORDINATOR] = lambda h, b: {
+        "error_code": Errors.GROUP_AUTHORIZATION_FAILED.code, "error_message": "no", "node_id": -1,
+        "host": "", "port": -1}
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}") as admin:
+            with pytest.raises(KafkaError) as denied:
+                admin.find_coordinator("g")
+            assert denied.value.error is Errors.GROUP_AUTHORIZATION_FAILED
+    finally:
+        broker.close()
+    with ClusterAdmin(bootstrap, request_timeout_ms=300) as admin:
+        with pytest.raises(TimeoutError, match="was not ready within 300 ms"):
+            admin.describe_cluster()
+    with pytest.raises(ValueError, match="bootstrap.servers"):
+        ClusterAdmin("no-port")
+
+
+# --- librdkafka's mock cluster ---------------------------------------------------------------
+
+@pytest.mark.mock_cluster
+def test_offsets_and_coordinator_on_the_mock_cluster(mock_cluster):
+    topic, group = f"adm-{uuid.uuid4().hex[:8]}", f"grp-{uuid.uuid4().hex[:8]}"
+    with ClusterAdmin(mock_cluster.bootstrap) as admin:
+        admin.metadata.allow_auto_topic_creation = True
+        admin.metadata.add_topic(topic)               # the mock creates topics on a Metadata request
+        admin.client.poll(0, admin._time.milliseconds())
+        for _ in range(100):
+            admin.metadata.request_update()
+            admin.client.poll(50, admin._time.milliseconds())
+            partitions = admin.metadata.fetch().partitions_for_topic(topic)
+            if len(partitions) == 4 and all(p.leader for p in partitions):
+                break
+        tps = [TP(topic, p) for p in range(4)]
+        assert [o.offset for o in admin.list_offsets({tp: LATEST_TIMESTAMP for tp in tps}).values()] == [0] * 4
+        assert admin.find_coordinator(group).id in (1, 2, 3)
+        admin.commit_group_offsets(group, {tps[0]: 0, tps[3]: 0})
+        assert admin.list_group_offsets(group, tps) == {tps[0]: OffsetAndMetadata(0), tps[3]: OffsetAndMetadata(0)}

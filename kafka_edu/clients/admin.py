@@ -152,6 +152,10 @@ class ClusterAdmin:
                              f"before answering {api.message.name}")
         return answered[0].body
 
+    def call(self, node: Node, api: ApiKeys, body) -> Struct:
+        """Any request to one node, and its response body: for what has no method of its own."""
+        return self._send(node, api, body, self._deadline())
+
     def _send_any(self, api: ApiKeys, body, deadline: int) -> Struct:
         node = self._ready_node(lambda: self.client.least_loaded_node(self._time.milliseconds()), deadline,
                                 api.message.name)

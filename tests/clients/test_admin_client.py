@@ -76,9 +76,8 @@ def produce(admin, topic, partition, count, first_timestamp):
     for i in range(count):
         builder.append(first_timestamp + 1000 * i, None, b"v")
     leader = admin.describe_cluster([topic]).leader_for(TP(topic, partition))
-    response = admin._send(leader, ApiKeys.PRODUCE, {"acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": bytes(builder.build())}]}]},
-        admin._deadline())
+    response = admin.call(leader, ApiKeys.PRODUCE, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": bytes(builder.build())}]}]})
     assert response.responses[0].partition_responses[0].error_code == 0
 
 

@@ -170,3 +170,14 @@ def test_delayed_fetch_returns_early_when_a_segment_rolls(broker, client):
     thread.join(20)
     assert len(broker.log_manager.get_log("rolling", 0).segments) == 2
     assert values_of(result["data"].records) == [b"s" * 100] and result["elapsed"] < 20
+
+
+def test_delayed_fetch_completes_when_the_partition_goes_away(broker, client):
+    client.create_topic("vanishing")
+    thread, result = _background_fetch(broker.bound_port(), topic="vanishing", partition=0, offset=0,
+                                       max_wait_ms=30_000, min_bytes=1000)
+    wait_until(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("vanishing", 0)),
+               what="a fetch waiting on vanishing-0")
+    client.call(ApiKeys.DELETE_TOPICS, 3, {"topic_names": ["vanishing"], "timeout_ms": 10_000})
+    thread.join(20)
+    assert result["data"].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code and result["elapsed"] < 20

@@ -120,6 +120,10 @@ BROKER_KEYS = {
         ("offsets.retention.minutes", INT, 1440, AT_LEAST_1, "Committed offsets expire after this."),
         ("offsets.retention.check.interval.ms", LONG, 600000, AT_LEAST_1, "How often offsets expire."),
         ("offsets.commit.timeout.ms", INT, 5000, AT_LEAST_1, "Timeout of an offset commit's append."),
+        ("offsets.commit.required.acks", INT, -1, Range.between(-1, 1), "acks of the coordinator's appends."),
+        ("offsets.load.buffer.size", INT, 5242880, AT_LEAST_1, "Read size when loading a partition."),
+        ("offsets.topic.compression.codec", INT, 0, Range.between(0, 4),
+         "Codec of the coordinator's records: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."),
         ("offset.metadata.max.bytes", INT, 4096, None, "Largest metadata string of a commit."),
     ],
     "4.8 Security": [

@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0002_kafka_server.ipynb e4999bfe
 import base64
+import functools
 import json
 import logging
 import os
@@ -16,8 +17,11 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import AdminManager
 from kafka_edu.server.api.kafka_apis import KafkaApis
 from kafka_edu.server.api.request_handler import KafkaRequestHandlerPool
+from kafka_edu.server.api.group_apis import GroupApis, on_leadership_change
 from kafka_edu.server.broker_states import BrokerState, BrokerStates
 from kafka_edu.server.controller.kafka_controller import KafkaController
+from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
+from kafka_edu.server.coordinator.replica_offsets_store import ReplicaOffsetsStore
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.log_cleaner import CleanerConfig
 from kafka_edu.server.log.log_manager import LogManager
@@ -153,6 +157,7 @@ class _Lifecycle:
         self.zk_client = self.zk_utils = self.scheduler = self.log_manager = None
         self.metadata_cache = self.socket_server = self.replica_manager = self.controller = None
         self.admin_manager = self.producer_id_manager = self.apis = self.request_handler_pool = None
+        self.group_coordinator = self.group_coordinator_scheduler = None
         self.snapshot: EmbeddedZooKeeperSnapshot | None = None
         self._registered = False
         self._started = False
@@ -206,6 +211,14 @@ class _Lifecycle:
         self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
                                               self.metadata_cache, self.time)
         self.replica_manager.startup()
+        self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
+        self.group_coordinator_scheduler.startup()
+        self.group_coordinator = GroupCoordinator.create(
+            self.broker_id, config, ReplicaOffsetsStore.from_kafka_config(self.replica_manager, config),
+            self.group_coordinator_scheduler, self.time)
+        self.group_coordinator.startup()
+        self.replica_manager.leadership_listeners.append(functools.partial(on_leadership_change,
+                                                                           self.group_coordinator))
         if self.embedded:
             self._register_orphan_logs()
             self.scheduler.schedule("embedded-zookeeper-snapshot", self.snapshot.save,
@@ -218,6 +231,7 @@ class _Lifecycle:
         self.apis = KafkaApis(self.socket_server.request_channel, self.replica_manager, self.admin_manager,
                               self.controller, self.metadata_cache, self.zk_utils, config, self.cluster_id,
                               self.producer_id_manager, self.time)
+        GroupApis(self.apis, self.group_coordinator, self.admin_manager, self.metadata_cache).register()
         self.request_handler_pool = KafkaRequestHandlerPool(self.broker_id, self.socket_server.request_channel,
                                                             self.apis.handle, config["num.io.threads"], self.time)
         self.broker_state.new_state(BrokerStates.RUNNING_AS_BROKER)
@@ -349,6 +363,8 @@ class _Shutdown:
                      ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
                      ("the controller", self.controller, lambda c: c.shutdown()),
                      ("the replica manager", self.replica_manager, lambda r: r.shutdown()),
+                     ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
+                     ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
                      ("the log manager", self.log_manager, lambda m: m.shutdown()),
                      ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: s.save()),
                      ("the ZooKeeper client", self.zk_client, lambda z: z.close())]

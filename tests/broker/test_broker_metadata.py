@@ -12,7 +12,11 @@ from kafka_edu.common.protocol.header import REQUEST_HEADER_V2, decode_response
 
 SERVED = {ApiKeys.PRODUCE: (0, 8), ApiKeys.FETCH: (0, 11), ApiKeys.LIST_OFFSETS: (0, 5), ApiKeys.METADATA: (0, 8),
           ApiKeys.API_VERSIONS: (0, 2), ApiKeys.CREATE_TOPICS: (0, 4), ApiKeys.DELETE_TOPICS: (0, 3),
-          ApiKeys.INIT_PRODUCER_ID: (0, 1), ApiKeys.DESCRIBE_CONFIGS: (0, 2), ApiKeys.CREATE_PARTITIONS: (0, 1)}
+          ApiKeys.INIT_PRODUCER_ID: (0, 1), ApiKeys.DESCRIBE_CONFIGS: (0, 2), ApiKeys.CREATE_PARTITIONS: (0, 1),
+          # the group APIs (4.7.3)
+          ApiKeys.OFFSET_COMMIT: (0, 7), ApiKeys.OFFSET_FETCH: (0, 5), ApiKeys.FIND_COORDINATOR: (0, 2),
+          ApiKeys.JOIN_GROUP: (0, 5), ApiKeys.HEARTBEAT: (0, 3), ApiKeys.LEAVE_GROUP: (0, 3),
+          ApiKeys.SYNC_GROUP: (0, 3), ApiKeys.DESCRIBE_GROUPS: (0, 4), ApiKeys.LIST_GROUPS: (0, 2)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -1,20 +1,37 @@
 """Our broker against librdkafka's mock cluster, driven by the same confluent-kafka client.
 
 Both brokers are measured in this run: a kafka-edu broker started as its own process
-(`kafka-edu server-start`) and a one-broker mock cluster held by a child process. For each value
-size the producer (acks=1, linger.ms=50, batch.size=1000000) writes N records, then a consumer reads
-back what the broker retains (the mock keeps only about 5 MiB per partition). Prints records/s and MB/s for both and the ratio ours/mock.
+(`kafka-edu server-start`) and a one-broker mock cluster held by a child process. Every repeat
+measures ours and the mock back to back, so load from other processes on the machine falls on both.
+
+Throughput, for each value size:
+- produce: the producer (acks=1, linger.ms=50, batch.size=1000000) writes N records to partition 0.
+- consume: both consumers read the same records. The mock keeps only about 5 MiB per partition, so
+  the window is the newest W records that both brokers still hold; each pass is a fresh consumer
+  (default settings plus fetch.queue.backoff.ms=0) that reads the window once, timed from assign()
+  to its last record, and passes repeat until about N records have been read. A fresh consumer per
+  pass is needed because a consumer at the end of its data has an empty Fetch parked on the broker
+  for fetch.wait.max.ms, which a seek would have to wait out.
+
+Latency: a producer (acks=1, linger.ms=0) sends one 100 B record every millisecond and a consumer
+with the client's default fetch settings (fetch.wait.max.ms=500, fetch.min.bytes=1) reads them;
+each record carries its send time, and p50/p99 of receive minus send are printed for both brokers.
+The mock answers an empty Fetch only when fetch.wait.max.ms runs out, so its figure shows that wait.
 
     python benchmarks/broker_vs_mock.py [--records 200000] [--sizes 100,1024] [--repeats 3]
+                                        [--latency-seconds 3] [--latency-rate 1000]
 
-The first repeat of each case warms the page cache and is discarded (performance.md).
+The first repeat of each case warms the page cache and connections and is discarded (performance.md).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+import struct
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +41,8 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 from broker_process import BrokerProcess  # noqa: E402
 from external import MockCluster  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+STAMP = struct.Struct(">q")
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
@@ -47,36 +66,106 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     return elapsed
 
 
-def consume(bootstrap: str, topic: str) -> tuple[int, float]:
-    """Read what the broker retains (the mock keeps only about 5 MiB per partition): (records, seconds)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.queue.backoff.ms": 0})
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-    records = high - low
-    consumer.assign([TopicPartition(topic, 0, low)])
-    seen = 0
-    started = time.perf_counter()
-    while seen < records:
-        batch = consumer.consume(min(10_000, records - seen), 5)   # never wait for records that cannot come
-        if not batch:
-            raise RuntimeError(f"consumer stalled at {seen}/{records}")
-        seen += sum(1 for m in batch if not m.error())
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return records, elapsed
+def _consumer(bootstrap: str, **extra) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, **extra})
 
 
-def measure(bootstrap: str, label: str, records: int, size: int, repeats: int) -> tuple[float, float]:
-    """Median records/s of producing and of consuming."""
-    produce_rates, consume_rates = [], []
+def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    consumer = _consumer(bootstrap)
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+
+
+def consume_pass(bootstrap: str, topic: str, start: int, count: int) -> float:
+    """Seconds a fresh consumer takes to read `count` records from `start` (connections made beforehand)."""
+    consumer = _consumer(bootstrap, **{"fetch.queue.backoff.ms": 0})
+    try:
+        consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)   # connects to the leader
+        seen = 0
+        started = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0, start)])
+        while seen < count:
+            batch = consumer.consume(min(10_000, count - seen), 5)   # never wait for records that cannot come
+            if not batch:
+                raise RuntimeError(f"consumer stalled at {seen}/{count}")
+            seen += sum(1 for m in batch if not m.error())
+        return time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def consume(bootstrap: str, topic: str, window: int, records: int) -> float:
+    """Records/s reading the newest `window` records in fresh-consumer passes, about `records` in all."""
+    high = watermarks(bootstrap, topic)[1]
+    passes = max(1, math.ceil(records / window))
+    elapsed = sum(consume_pass(bootstrap, topic, high - window, window) for _ in range(passes))
+    return passes * window / elapsed
+
+
+def measure(brokers: dict[str, str], records: int, size: int, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median (produce records/s, consume records/s) per broker; the brokers alternate in every repeat."""
+    rates: dict[str, tuple[list, list]] = {name: ([], []) for name in brokers}
     for repeat in range(repeats + 1):
-        topic = f"bench-{label}-{size}-{repeat}"
-        produce_s = produce(bootstrap, topic, records, size)
-        retained, consume_s = consume(bootstrap, topic)
+        topic = f"bench-{size}-{repeat}"
+        produced = {name: records / produce(bootstrap, topic, records, size) for name, bootstrap in brokers.items()}
+        window = min(high - low for low, high in (watermarks(b, topic) for b in brokers.values()))
+        consumed = {name: consume(bootstrap, topic, window, records) for name, bootstrap in brokers.items()}
         if repeat:                       # the first repeat only warms caches
-            produce_rates.append(records / produce_s)
-            consume_rates.append(retained / consume_s)
-    return statistics.median(produce_rates), statistics.median(consume_rates)
+            for name in brokers:
+                rates[name][0].append(produced[name])
+                rates[name][1].append(consumed[name])
+    return {name: (statistics.median(p), statistics.median(c)) for name, (p, c) in rates.items()}
+
+
+def latency(bootstrap: str, topic: str, seconds: float, rate: int) -> tuple[float, float]:
+    """(p50, p99) milliseconds from produce() to the consumer receiving the record."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer.list_topics(topic, timeout=10)
+    consumer = _consumer(bootstrap)
+    high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, high)])
+    total = int(seconds * rate)
+    warmup = max(1, rate // 5)           # the first 200 ms set up connections and the fetch loop
+    latencies: list[float] = []
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            seen = 0
+            while seen < warmup + total:
+                message = consumer.poll(5)
+                if message is None:
+                    raise RuntimeError(f"consumer stalled at {seen}/{warmup + total}")
+                if message.error():
+                    continue
+                received = time.perf_counter_ns()
+                if seen >= warmup:
+                    latencies.append((received - STAMP.unpack_from(message.value())[0]) / 1e6)
+                seen += 1
+        except BaseException as exc:     # reported by the caller
+            failure.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    padding = bytes(100 - STAMP.size)
+    started = time.perf_counter()
+    for i in range(warmup + total):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, STAMP.pack(time.perf_counter_ns()) + padding, partition=0)
+        producer.poll(0)
+    producer.flush(30)
+    reader.join(30)
+    consumer.close()
+    if failure:
+        raise failure[0]
+    if reader.is_alive():
+        raise RuntimeError("the latency consumer did not finish")
+    cuts = statistics.quantiles(latencies, n=100)
+    return cuts[49], cuts[98]
 
 
 def main() -> int:
@@ -84,20 +173,29 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-seconds", type=float, default=3.0, help="0 skips the latency measurement")
+    parser.add_argument("--latency-rate", type=int, default=1000, help="records per second")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ours = BrokerProcess(Path(tmp), {"num.partitions": "1"}).start()
         mock = MockCluster(1)
+        brokers = {"ours": ours.bootstrap, "mock": mock.bootstrap}
         try:
             print(f"{'case':<18}{'ours rec/s':>12}{'ours MB/s':>11}{'mock rec/s':>12}{'mock MB/s':>11}{'ratio':>8}")
             for size in (int(s) for s in args.sizes.split(",")):
-                results = {name: measure(bootstrap, name, args.records, size, args.repeats)
-                           for name, bootstrap in (("ours", ours.bootstrap), ("mock", mock.bootstrap))}
+                results = measure(brokers, args.records, size, args.repeats)
                 for phase, index in (("produce", 0), ("consume", 1)):
                     rate = {n: r[index] for n, r in results.items()}
                     mb = {n: rate[n] * size / 1e6 for n in rate}
                     print(f"{phase + ' ' + str(size) + ' B':<18}{rate['ours']:>12,.0f}{mb['ours']:>11.1f}"
-                          f"{rate['mock']:>12,.0f}{mb['mock']:>11.1f}{rate['ours'] / rate['mock']:>8.2f}")
+                          f"{rate['mock']:>12,.0f}{mb['mock']:>11.1f}{rate['ours'] / rate['mock']:>8.2f}", flush=True)
+            if args.latency_seconds > 0:
+                print(f"\nend-to-end latency, {args.latency_rate} records/s of 100 B for {args.latency_seconds:g} s "
+                      "(producer acks=1 linger.ms=0; consumer defaults: fetch.wait.max.ms=500)")
+                print(f"{'broker':<8}{'p50 ms':>10}{'p99 ms':>10}")
+                for name, bootstrap in brokers.items():
+                    p50, p99 = latency(bootstrap, "bench-latency", args.latency_seconds, args.latency_rate)
+                    print(f"{name:<8}{p50:>10.2f}{p99:>10.2f}", flush=True)
         finally:
             mock.stop()
             ours.stop()

@@ -11,8 +11,8 @@ class BufferPool:
     """At most `memory` bytes of batch buffers; recycles buffers of `poolable_size`; FIFO waiters."""
 
     def __init__(self, memory: int, poolable_size: int, time: Time = SYSTEM_TIME):
-        if poolable_size <= 0 or memory < poolable_size:
-            raise ValueError(f"need 0 < poolable size ({poolable_size}) <= total memory ({memory})")
+        if not 0 <= poolable_size <= memory:
+            raise ValueError(f"need 0 <= poolable size ({poolable_size}) <= total memory ({memory})")
         self.total_memory = memory
         self.poolable_size = poolable_size
         self._time = time

@@ -8,7 +8,7 @@ import graphviz
 
 
 def _value_text(value) -> str:
-    if isinstance(value, (bytes, bytearray)):
+    if isinstance(value, (bytes, bytearray, memoryview)):
         head = bytes(value[:8]).hex(" ")
         return f"{head}{' …' if len(value) > 8 else ''} ({len(value)} bytes)"
     return repr(value)

@@ -50,10 +50,11 @@ class NetworkReceive:
         return self._payload is not None and self._payload_read == len(self._payload)
 
     @property
-    def payload(self) -> bytes:
+    def payload(self) -> bytearray:
+        """The frame's bytes (the buffer itself, not a copy: it belongs to the caller now)."""
         if not self.complete():
             raise ValueError("the frame is not complete yet")
-        return bytes(self._payload)
+        return self._payload
 
     def _recv(self, sock: socket.socket, into: memoryview) -> int:
         try:

@@ -173,18 +173,28 @@ class _Sized(Type):
             raise ProtocolError(f"{self.name} of {n} bytes runs past the end ({len(buf) - start} remain)",
                                 offset=pos)
         if not self._text:
-            return bytes(buf[start:end]), end
+            return self._bytes(buf, start, end), end
         try:
             return str(buf[start:end], "utf-8"), end
         except UnicodeDecodeError as e:
             raise ProtocolError(f"{self.name} is not valid UTF-8", offset=start + e.start) from None
+
+    def _bytes(self, buf, start: int, end: int):
+        return bytes(memoryview(buf)[start:end])          # one copy, whatever kind of buffer `buf` is
+
+
+class _Records(_Sized):
+    """RECORDS: a nullable byte array read as a zero-copy `memoryview` of the frame."""
+
+    def _bytes(self, buf, start: int, end: int):
+        return memoryview(buf)[start:end]
 
 
 STRING = _Sized("STRING", INT16, nullable=False, text=True)
 NULLABLE_STRING = _Sized("NULLABLE_STRING", INT16, nullable=True, text=True)
 BYTES = _Sized("BYTES", INT32, nullable=False, text=False)
 NULLABLE_BYTES = _Sized("NULLABLE_BYTES", INT32, nullable=True, text=False)
-RECORDS = _Sized("RECORDS", INT32, nullable=True, text=False)
+RECORDS = _Records("RECORDS", INT32, nullable=True, text=False)
 
 
 # %% book/ch2_producer/0401_wire_protocol.ipynb ca157f08
@@ -305,8 +315,9 @@ class Struct(Mapping):
     def __dir__(self):
         return [*self._values, "schema", "to_dict"]
 
-    def __reduce__(self):      # copy and deepcopy rebuild through __init__
-        return Struct, (self.schema, dict(self._values))
+    def __reduce__(self):      # copy and deepcopy rebuild through __init__; record views become bytes
+        return Struct, (self.schema, {k: bytes(v) if isinstance(v, memoryview) else v
+                                      for k, v in self._values.items()})
 
     def to_dict(self) -> dict:
         """Plain dicts and lists all the way down."""
@@ -322,12 +333,16 @@ def _plain(value):
         return value.to_dict()
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, memoryview):
+        return bytes(value)
     return value
 
 
 def _short_repr(value):
-    if isinstance(value, (bytes, bytearray)) and len(value) > 16:
+    if isinstance(value, (bytes, bytearray, memoryview)) and len(value) > 16:
         return f"<{len(value)} bytes>"
+    if isinstance(value, memoryview):           # RECORDS read from a frame: shown like the bytes it holds
+        return repr(bytes(value))
     if isinstance(value, list):
         return "[" + ", ".join(_short_repr(v) for v in value) + "]"
     return repr(value)

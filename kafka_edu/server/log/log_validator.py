@@ -86,7 +86,7 @@ def _check_record(record, now: int, config: LogConfig) -> None:
 # %% book/ch4_server/0312_log_validator.ipynb 0d90d62b
 @dataclasses.dataclass
 class ValidationResult:
-    records: bytearray | bytes
+    records: bytearray | memoryview
     next_offset: int
     max_timestamp: int
     offset_of_max_timestamp: int
@@ -96,7 +96,8 @@ class ValidationResult:
 def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, now: int,
                                 config: LogConfig, leader_epoch: int | None = None) -> ValidationResult:
     """Number `records` from `next_offset` and apply the topic's rules (see the table above)."""
-    buffer = records if isinstance(records, bytearray) else bytearray(records)
+    writable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+    buffer = records if writable else bytearray(records)
     magic = config.message_format_magic
     try:
         entries = list(iter_log_entries(buffer))

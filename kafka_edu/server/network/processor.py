@@ -44,6 +44,7 @@ class Processor(AbstractServerThread):
         for sock in (self._wakeup_reader, self._wakeup_writer):
             sock.setblocking(False)
         self._selector.register(self._wakeup_reader, selectors.EVENT_READ, None)
+        self._wakeup_pending = False    # a wake-up byte is written and not yet drained
 
     # --- called from other threads -------------------------------------------------------------
     def accept(self, sock: socket.socket, remote_host: str) -> None:
@@ -52,10 +53,14 @@ class Processor(AbstractServerThread):
         self.wakeup()
 
     def wakeup(self) -> None:
+        """Make the Processor's select return; one pending wake-up serves every caller until drained."""
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
         try:
             self._wakeup_writer.send(b"\x00")
         except (BlockingIOError, OSError):
-            pass  # a wakeup is already pending, or the thread has finished
+            pass  # the socket pair is full of wake-ups, or the thread has finished
 
     def connection_ids(self) -> list[str]:
         """Ids of the connections this Processor holds now (a snapshot)."""
@@ -72,6 +77,7 @@ class Processor(AbstractServerThread):
                 try:
                     self._configure_new_connections()
                     self._process_new_responses()
+                    self._process_completed_sends()       # responses written at once in the step above
                     self._poll(POLL_TIMEOUT_MS)
                     self._process_completed_receives()
                     self._process_completed_sends()
@@ -113,7 +119,9 @@ class Processor(AbstractServerThread):
             else:
                 channel.set_send(response.send)
                 self._inflight_responses[connection_id] = response
-                self._update_interest(channel)
+                self._handle_io(channel, selectors.EVENT_WRITE, self._time.milliseconds())
+                if connection_id in self._channels:
+                    self._update_interest(channel)
 
     def _poll(self, timeout_ms: int) -> None:
         ready = self._selector.select(timeout_ms / 1000)
@@ -122,26 +130,28 @@ class Processor(AbstractServerThread):
             channel = key.data
             if channel is None:
                 self._drain_wakeups()
-                continue
-            if channel.id not in self._channels:
-                continue
-            try:
-                if events & selectors.EVENT_READ and not channel.muted:
-                    receive = channel.read()
-                    if receive is not None:
-                        self._completed_receives.append(receive)
-                if events & selectors.EVENT_WRITE:
-                    send = channel.write()
-                    if send is not None:
-                        self._completed_sends.append(send)
-                channel.last_active_ms = now
-            except (InvalidReceiveError, TruncatedFrameError) as exc:
-                self._close(channel.id, str(exc), logging.WARNING)
-            except EOFError as exc:
-                self._close(channel.id, str(exc), logging.DEBUG)
-            except OSError as exc:
-                self._close(channel.id, f"{type(exc).__name__}: {exc}", logging.INFO)
+            elif channel.id in self._channels:
+                self._handle_io(channel, events, now)
         self._close_idle_connections(now)
+
+    def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
+        """Read and/or write what the socket allows; a broken connection is closed here."""
+        try:
+            if events & selectors.EVENT_READ and not channel.muted:
+                receive = channel.read()
+                if receive is not None:
+                    self._completed_receives.append(receive)
+            if events & selectors.EVENT_WRITE:
+                send = channel.write()
+                if send is not None:
+                    self._completed_sends.append(send)
+            channel.last_active_ms = now
+        except (InvalidReceiveError, TruncatedFrameError) as exc:
+            self._close(channel.id, str(exc), logging.WARNING)
+        except EOFError as exc:
+            self._close(channel.id, str(exc), logging.DEBUG)
+        except OSError as exc:
+            self._close(channel.id, f"{type(exc).__name__}: {exc}", logging.INFO)
 
     def _process_completed_receives(self) -> None:
         receives, self._completed_receives = self._completed_receives, []
@@ -219,7 +229,7 @@ class Processor(AbstractServerThread):
 
     def _drain_wakeups(self) -> None:
         try:
-            while self._wakeup_reader.recv(512):
-                pass
+            self._wakeup_reader.recv(4096)   # any bytes left over wake the next select at once
         except BlockingIOError:
             pass
+        self._wakeup_pending = False         # after the drain, before the responses are taken

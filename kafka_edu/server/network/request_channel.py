@@ -31,7 +31,7 @@ ANONYMOUS = "User:ANONYMOUS"
 class Request:
     """One request frame on its way from a Processor to a handler, with its timing stamps."""
 
-    def __init__(self, processor: int, connection_id: str, session: Session, buffer: bytes,
+    def __init__(self, processor: int, connection_id: str, session: Session, buffer: bytes | bytearray,
                  start_time_ms: int, security_protocol: str = "PLAINTEXT"):
         if len(buffer) < REQUEST_PREFIX.size:
             raise InvalidRequestError(f"request of {len(buffer)} bytes is shorter than a request header")
@@ -96,14 +96,15 @@ class RequestChannel:
         self.queue_size = queue_size
         self._time = time
         self._request_queue: queue.Queue[Request] = queue.Queue(maxsize=queue_size)
-        self._response_queues: list[queue.Queue[Response]] = [queue.Queue() for _ in range(num_processors)]
-        self._response_listeners: list[Callable[[int], None]] = []
-        self._listeners_lock = threading.Lock()
+        self._response_queues: list[queue.SimpleQueue[Response]] = [queue.SimpleQueue()
+                                                                     for _ in range(num_processors)]
+        self._response_listeners: tuple[Callable[[int], None], ...] = ()
+        self._listeners_lock = threading.Lock()     # serialises adders; senders read the tuple as it is
 
     def add_response_listener(self, listener: Callable[[int], None]) -> None:
         """`listener(processor_id)` runs after every response enqueued for that Processor."""
         with self._listeners_lock:
-            self._response_listeners.append(listener)
+            self._response_listeners = (*self._response_listeners, listener)
 
     def send_request(self, request: Request, timeout_ms: int | None = None) -> bool:
         """Enqueue, blocking while the queue is full; False only if `timeout_ms` passed first."""
@@ -128,9 +129,7 @@ class RequestChannel:
             raise ValueError(f"no processor {response.processor}")
         response.request.response_complete_time_ms = self._time.milliseconds()
         self._response_queues[response.processor].put(response)
-        with self._listeners_lock:
-            listeners = list(self._response_listeners)
-        for listener in listeners:
+        for listener in self._response_listeners:
             listener(response.processor)
 
     def no_operation(self, processor: int, request: Request) -> None:

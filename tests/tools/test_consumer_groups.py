@@ -1,12 +1,11 @@
 """`kafka-edu consumer-groups`: usage errors (exit 2, one line), and --list / --describe /
---reset-offsets against a scripted coordinator built on tests/scripted_broker.py.
-
-The kafka-edu broker does not serve the group APIs yet; a test against it (with real consumer
-groups) belongs here once it does."""
+--reset-offsets against a scripted coordinator built on tests/scripted_broker.py (every state and
+edge on demand), then against a kafka-edu broker coordinating a live confluent-kafka group."""
 from __future__ import annotations
 
 import contextlib
 import io
+import time
 
 import pytest
 from scripted_broker import ScriptedBroker, metadata_answer
@@ -231,3 +230,79 @@ def test_reset_refusals(coordinator):
     status, _, err = reset(coordinator, "reports", "--topic", "orders:1", "--shift-by", "3")
     assert status == 1 and "--shift-by needs a committed offset" in err
     assert coordinator.commits() == []
+
+
+# --- a kafka-edu broker and a live confluent-kafka group ------------------------------------------
+
+class LiveGroup:
+    """An in-process broker; topic `events` (3 partitions of 10 records); group `dashboards` with one
+    confluent-kafka member `dash-1` that committed 4 on partition 0 and 10 on partition 1."""
+
+    def __init__(self, log_dir):
+        from confluent_kafka import Consumer, Producer, TopicPartition
+
+        from kafka_edu.server.kafka_config import KafkaConfig
+        from kafka_edu.server.kafka_server import KafkaServer
+        from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
+        self.server = KafkaServer(KafkaConfig({
+            "broker.id": 0, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir), "num.partitions": 3,
+            "offsets.topic.num.partitions": 5, "offsets.topic.replication.factor": 1, "log.cleaner.enable": False}),
+            embedded_zookeeper=EmbeddedZooKeeper())
+        self.server.startup()
+        self.bootstrap = f"127.0.0.1:{self.server.bound_port()}"
+        producer = Producer({"bootstrap.servers": self.bootstrap})
+        for p in range(3):
+            for i in range(10):
+                producer.produce("events", value=b"e%d" % i, partition=p)
+        assert producer.flush(20) == 0
+        # librdkafka's default session.timeout.ms (45 s) is above 0.10's group.max.session.timeout.ms (30 s)
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "dashboards",
+                                  "client.id": "dash-1", "enable.auto.commit": False, "session.timeout.ms": 10_000})
+        self.consumer.subscribe(["events"])
+        deadline = time.monotonic() + 30
+        while len(self.consumer.assignment()) < 3:
+            assert time.monotonic() < deadline, "no assignment"
+            self.consumer.poll(0.1)
+        self.consumer.commit(offsets=[TopicPartition("events", 0, 4), TopicPartition("events", 1, 10)],
+                             asynchronous=False)
+
+    def close(self):
+        self.consumer.close()
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    group = LiveGroup(tmp_path_factory.mktemp("live"))
+    yield group
+    group.close()
+
+
+def test_real_broker_list(live):
+    assert run("--bootstrap-server", live.bootstrap, "--list") == (0, "dashboards\n", "")
+
+
+def test_real_broker_describe_shows_the_lag_of_a_live_group(live):
+    status, out, err = run("--bootstrap-server", live.bootstrap, "--describe", "--group", "dashboards")
+    owner = "dash-1_/127.0.0.1"
+    assert (status, err) == (0, "")
+    assert out == (HEADER + row("dashboards", "events", 0, 4, 10, 6, owner) + row("dashboards", "events", 1, 10, 10, 0, owner)
+                   + row("dashboards", "events", 2, "unknown", 10, "unknown", owner))
+
+
+def test_real_broker_reset_offsets_of_a_group_once_it_is_empty(live):
+    status, _, err = run("--bootstrap-server", live.bootstrap, "--reset-offsets", "--group", "dashboards",
+                         "--topic", "events", "--to-earliest", "--execute")
+    assert status == 1 and "the current state is Stable" in err
+    live.consumer.close()                                # leaves the group: no members any more
+    reset = ("--bootstrap-server", live.bootstrap, "--reset-offsets", "--group", "dashboards", "--topic", "events")
+    status, out, err = run(*reset, "--to-offset", "2")
+    assert status == 0 and out == plan(*[("dashboards", "events", p, 2) for p in range(3)]) and "dry run" in err
+    status, out, _ = run("--bootstrap-server", live.bootstrap, "--describe", "--group", "dashboards")
+    assert out == ("Consumer group `dashboards` has no active members.\n" + HEADER
+                   + row("dashboards", "events", 0, 4, 10, 6, "none") + row("dashboards", "events", 1, 10, 10, 0, "none"))
+    status, out, err = run(*reset, "--to-offset", "2", "--execute")
+    assert (status, err) == (0, "")
+    status, out, _ = run("--bootstrap-server", live.bootstrap, "--describe", "--group", "dashboards")
+    assert out == ("Consumer group `dashboards` has no active members.\n" + HEADER
+                   + "".join(row("dashboards", "events", p, 2, 10, 8, "none") for p in range(3)))

@@ -33,12 +33,15 @@ class NetworkSend:
         """Write as much as the socket accepts now; return the bytes written."""
         written = 0
         while self._pending:
+            offered = self._remaining
             try:
                 sent = sock.sendmsg(self._pending)
             except BlockingIOError:
                 break
             written += sent
             self._advance(sent)
+            if sent < offered:
+                break          # a short write: the socket buffer is full, asking again would only fail
         return written
 
     def completed(self) -> bool:

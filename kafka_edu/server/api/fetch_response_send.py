@@ -68,7 +68,8 @@ class FetchResponseSend:
         while self._pending:
             head = self._pending[0]
             if isinstance(head, FileRecords):
-                sent = head.write_to(sock, self._offset, head.size_in_bytes() - self._offset)
+                offered = head.size_in_bytes() - self._offset
+                sent = head.write_to(sock, self._offset, offered)
                 if sent == 0:
                     if os.fstat(head.fd).st_size < head.start + head.size_in_bytes():
                         raise OSError(f"{head.path} became shorter than the slice being sent")
@@ -80,12 +81,15 @@ class FetchResponseSend:
                     if isinstance(piece, FileRecords):
                         break
                     buffers.append(memoryview(piece))
+                offered = sum(len(b) for b in buffers)
                 try:
                     sent = sock.sendmsg(buffers)
                 except BlockingIOError:
                     break
             written += sent
             self._advance(sent)
+            if sent < offered:
+                break                                       # a short write: the socket buffer is full
         return written
 
     def completed(self) -> bool:

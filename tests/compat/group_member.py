@@ -1,4 +1,4 @@
-"""One consumer-group member as its own process, for tests/compat/test_broker_groups.py.
+"""One consumer-group member as its own process, for tests/compat/test_real_client_groups.py.
 
     python group_member.py {kafka-python|confluent} BOOTSTRAP GROUP TOPIC CLIENT_ID LOG [--delay-ms N]
 

@@ -450,3 +450,18 @@ def test_expiry_and_group_removal_on_two_threads_do_not_deadlock(tmp_path):
         assert errors == []
     finally:
         h.close()
+
+
+def test_heartbeats_during_a_rebalance_keep_a_slow_member_alive(harness):
+    """Beyond 0.10 (KIP-62): a member finishing its batch keeps heartbeating and is not evicted."""
+    h = harness
+    generation, (a, b) = h.stable_group("g", "alice", "bob", session_ms=10_000, rebalance_ms=60_000)
+    newcomer = h.join("g", client_id="carol", session_ms=10_000, rebalance_ms=60_000)
+    h.join("g", member_id=a, client_id="alice", session_ms=10_000, rebalance_ms=60_000)
+    for _ in range(4):                                      # 20 s: twice bob's session timeout
+        h.advance(5_000)
+        assert h.heartbeat("g", b, generation) is Errors.REBALANCE_IN_PROGRESS
+    assert h.manager.get_group("g").has(b) and newcomer.value is None
+    h.join("g", member_id=b, client_id="bob", session_ms=10_000, rebalance_ms=60_000)
+    assert newcomer.value.generation_id == generation + 1
+    assert len(h.manager.get_group("g").members) == 3

@@ -314,6 +314,11 @@ class _Heartbeating:
         with group.lock:
             if group.in_state(GroupState.DEAD, GroupState.EMPTY):
                 callback(Errors.UNKNOWN_MEMBER_ID)
+            elif group.in_state(GroupState.PREPARING_REBALANCE) and group.has(member_id):
+                # Beyond 0.10 (KIP-62): a member still heartbeating while it finishes its batch is
+                # alive; renewing its session keeps it in the group until it rejoins.
+                self._complete_and_schedule_next_heartbeat_expiration(group, group.get(member_id))
+                callback(Errors.REBALANCE_IN_PROGRESS)
             elif not group.in_state(GroupState.STABLE):
                 callback(Errors.REBALANCE_IN_PROGRESS)
             elif not group.has(member_id):

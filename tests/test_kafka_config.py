@@ -9,7 +9,7 @@ def test_zero_ten_defaults():
     assert c["num.network.threads"] == 3 and c["num.io.threads"] == 8
     assert c["queued.max.requests"] == 500 and c["socket.request.max.bytes"] == 104857600
     assert c["log.segment.bytes"] == 1073741824 and c["log.index.interval.bytes"] == 4096
-    assert c["group.max.session.timeout.ms"] == 30000 and c["delete.topic.enable"] is False
+    assert c["group.max.session.timeout.ms"] == 300000 and c["delete.topic.enable"] is False
     assert c.listeners == [EndPoint("PLAINTEXT", "", 9092)]
     assert c.log_dirs == ["/tmp/kafka-logs"]
     assert c.log_retention_ms == 168 * 3_600_000

@@ -113,7 +113,8 @@ BROKER_KEYS = {
     ],
     "4.7 Group coordinator": [
         ("group.min.session.timeout.ms", INT, 6000, None, "Smallest session timeout a member may ask."),
-        ("group.max.session.timeout.ms", INT, 30000, None, "Largest session timeout (300000 from 0.10.1)."),
+        ("group.max.session.timeout.ms", INT, 300000, None,
+         "Largest session timeout (Beyond 0.10: 30000 in 0.10.0, 300000 from 0.10.1)."),
         ("offsets.topic.num.partitions", INT, 50, AT_LEAST_1, "Partitions of __consumer_offsets."),
         ("offsets.topic.replication.factor", INT, 3, AT_LEAST_1, "Replication of __consumer_offsets."),
         ("offsets.topic.segment.bytes", INT, 104857600, AT_LEAST_1, "Segment size of __consumer_offsets."),

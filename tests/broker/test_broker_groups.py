@@ -293,7 +293,7 @@ def test_t25_commit_and_join_validation(broker):
     assert fetch_offsets(a.client, "solo", [tp])[1] == {tp: (5, "", Errors.NONE)}
     assert commit(a.client, "solo", {tp: 6}, generation=3) == {tp: Errors.ILLEGAL_GENERATION}
 
-    outsiders = [Member(broker, "checks", session_ms=MIN_SESSION_MS - 1), Member(broker, "checks", session_ms=30_001),
+    outsiders = [Member(broker, "checks", session_ms=MIN_SESSION_MS - 1), Member(broker, "checks", session_ms=300_001),
                  Member(broker, ""), Member(broker, "checks"), Member(broker, "checks"), Member(broker, "new-group")]
     too_short, too_long, nameless, stranger, other, newcomer = outsiders
     assert too_short.join().error_code == too_long.join().error_code == Errors.INVALID_SESSION_TIMEOUT.code

@@ -187,8 +187,13 @@ class ClusterAdmin:
             listed = wanted if wanted is not None or version >= 1 else []
             return {"topics": listed, "allow_auto_topic_creation": False}
 
-        response = self._retrying(lambda deadline: self._send_any(ApiKeys.METADATA, body, deadline))
-        cluster, errors = cluster_from_metadata_response(response)
+        def attempt(deadline: int) -> tuple[Cluster, dict[str, Errors]]:
+            cluster, errors = cluster_from_metadata_response(self._send_any(ApiKeys.METADATA, body, deadline))
+            if not cluster.nodes:   # a broker listens before it registers: ask again, keep what we know
+                raise KafkaError(Errors.LEADER_NOT_AVAILABLE, "the metadata response lists no brokers yet")
+            return cluster, errors
+
+        cluster, errors = self._retrying(attempt)
         self.metadata.update(cluster, self._time.milliseconds())
         return cluster, errors
 

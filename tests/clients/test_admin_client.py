@@ -230,6 +230,20 @@ def test_retriable_coordinator_errors_refind_the_coordinator():
         broker.close()
 
 
+def test_metadata_without_brokers_is_retried_not_adopted():
+    """A broker listens before it registers: its first answers list no brokers at all."""
+    broker = ScriptedBroker(node_id=0)
+    registered = metadata_answer([broker], {"t": 1})
+    answers = iter([{**registered(None, {"topics": None}), "brokers": []}] * 2)
+    broker.handlers[ApiKeys.METADATA] = lambda h, b: next(answers, None) or registered(h, b)
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
+            assert [n.id for n in admin.describe_cluster().nodes] == [0]
+        assert [api for api, _ in broker.apis_seen()].count("METADATA") >= 3   # two empty answers retried
+    finally:
+        broker.close()
+
+
 def test_non_retriable_errors_raise_and_unreachable_cluster_times_out():
     broker = ScriptedBroker(node_id=0)
     broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})

@@ -144,6 +144,7 @@ def iter_log_entries(buffer, position: int = 0):
 # %% book/ch4_server/0302_file_message_set.ipynb 30c42b96
 _READ_CHUNK = 1 << 20
 _SEARCH_HEADER = 27  # enough for offset, size, magic and (v2) lastOffsetDelta
+_SEARCH_CHUNK = 8192  # header bytes read per system call while searching
 
 
 class LogOffsetPosition(NamedTuple):
@@ -238,16 +239,24 @@ class FileRecords:
         return os.pread(self._fd, max(size, 0), self.start + position)
 
     def search_for(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
-        """The first entry whose last offset is >= target, scanning headers from a boundary."""
+        """The first entry whose last offset is >= target, scanning headers from a boundary.
+
+        Headers are read 8 KiB at a time: small entries (a producer sending one record per
+        batch) share one `pread`, large ones cost one each, as a header-by-header scan would.
+        """
         position, size = starting_position, self._size
+        chunk, chunk_start = b"", position
         while position + LOG_OVERHEAD < size:
-            header = os.pread(self._fd, _SEARCH_HEADER, self.start + position)
-            if len(header) < LOG_OVERHEAD + 5:
+            local = position - chunk_start
+            if not 0 <= local <= len(chunk) - _SEARCH_HEADER:
+                chunk, chunk_start, local = os.pread(self._fd, _SEARCH_CHUNK, self.start + position), position, 0
+            available = len(chunk) - local
+            if available < LOG_OVERHEAD + 5:
                 raise KafkaStorageError(f"failed to read a complete entry header at position {position} "
                                         f"of {self.path}")
-            offset, entry_size = _HEADER.unpack_from(header)
-            if header[16] >= 2 and len(header) >= _SEARCH_HEADER:
-                offset += _I32.unpack_from(header, 23)[0]
+            offset, entry_size = _HEADER.unpack_from(chunk, local)
+            if chunk[local + 16] >= 2 and available >= _SEARCH_HEADER:
+                offset += _I32.unpack_from(chunk, local + 23)[0]
             if offset >= target_offset:
                 return LogOffsetPosition(offset, position, LOG_OVERHEAD + entry_size)
             position += LOG_OVERHEAD + entry_size

@@ -233,6 +233,8 @@ class _Reading:
         if start_offset > published.message_offset or i < 0:
             raise OffsetOutOfRangeError(f"request for offset {start_offset} but {self.name} has offsets "
                                         f"[{self.log_start_offset}, {published.message_offset})")
+        if max_offset is not None and max_offset >= published.message_offset:
+            max_offset = None              # the published end is the tighter bound: no search needed
         while i < len(segments):
             segment = segments[i]
             if segment.base_offset == published.segment_base_offset:

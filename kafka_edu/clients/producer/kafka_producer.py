@@ -71,6 +71,8 @@ class KafkaProducer:
         self.metadata = Metadata(refresh_backoff_ms=config["retry.backoff.ms"],
                                  metadata_expire_ms=config["metadata.max.age.ms"], time=time)
         self.metadata.bootstrap(addresses)
+        self._cluster = self.metadata.fetch()
+        self.metadata.add_listener(self._on_metadata_update)
         self.accumulator = RecordAccumulator(config["batch.size"], config["buffer.memory"], self.compression_type,
                                              config["linger.ms"], config["retry.backoff.ms"], time)
         max_in_flight = config["max.in.flight.requests.per.connection"]
@@ -92,38 +94,51 @@ class KafkaProducer:
              headers: Iterable | Mapping | None = None,
              callback: Callable | None = None) -> FutureRecordMetadata:
         """Queue one record; the future (and `callback(metadata, exception)`) reports its outcome."""
-        record = ProducerRecord(topic, partition, timestamp, key, value, _headers(headers))
+        headers = _headers(headers) if headers else ()
         if self.interceptors:
-            intercepted = self.interceptors.on_send(record)
-            if intercepted is None:
-                return self._failed(record, None, callback,
-                                    RecordFilteredError(f"an interceptor dropped a record for {topic}"))
-            record = intercepted
-        return self._do_send(record, callback)
-
-    def _do_send(self, record: ProducerRecord, callback: Callable | None) -> FutureRecordMetadata:
+            record = self.interceptors.on_send(ProducerRecord(topic, partition, timestamp, key, value, headers))
+            if record is None:
+                error = RecordFilteredError(f"an interceptor dropped a record for {topic}")
+                return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), None,
+                                    callback, error)
+            topic, partition, timestamp, key, value, headers = record
         tp = None
         try:
-            cluster, waited_ms = self._wait_on_metadata(record.topic, record.partition, self.max_block_ms)
-            key_bytes = self._serialize(self.key_serializer, "key", record.topic, record.key)
-            value_bytes = self._serialize(self.value_serializer, "value", record.topic, record.value)
-            partition = self._partition(record, key_bytes, value_bytes, cluster)
-            self._ensure_valid_record_size(key_bytes, value_bytes, record.headers)
-            tp = TopicPartition(record.topic, partition)
-            timestamp = self._time.milliseconds() if record.timestamp is None else record.timestamp
+            cluster = self._cluster
+            waited_ms = 0
+            count = cluster.partition_count_for_topic(topic)
+            if count is None or (partition is not None and partition >= count):
+                cluster, waited_ms = self._wait_on_metadata(topic, partition, self.max_block_ms)
+            try:
+                key_bytes = self.key_serializer.serialize(topic, key)
+                value_bytes = self.value_serializer.serialize(topic, value)
+            except SerializationError:
+                raise
+            except Exception as e:
+                raise SerializationError(f"cannot serialize the record's key {key!r} or value with "
+                                         f"{type(self.key_serializer).__name__}/"
+                                         f"{type(self.value_serializer).__name__}: {e}") from e
+            if partition is None:
+                partition = self.partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+            elif not 0 <= partition < cluster.partition_count_for_topic(topic):
+                raise ValueError(f"invalid partition {partition} for topic {topic}: it has partitions "
+                                 f"0..{cluster.partition_count_for_topic(topic) - 1}")
+            self._ensure_valid_record_size(key_bytes, value_bytes, headers)
+            tp = TopicPartition(topic, partition)
+            now = self._time.milliseconds()
             if self.interceptors:
                 callback = InterceptorCallback(callback, self.interceptors, tp)
-            result = self.accumulator.append(tp, timestamp, key_bytes, value_bytes, record.headers, callback,
-                                             max(0, self.max_block_ms - waited_ms))
+            result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
+                                             headers, callback, max(0, self.max_block_ms - waited_ms), now)
             if result.batch_is_full or result.new_batch_created:
                 self.sender.wakeup()
             return result.future
         except (KafkaError, TimeoutError) as e:
             user_callback = callback.user_callback if isinstance(callback, InterceptorCallback) else callback
-            return self._failed(record, tp, user_callback, e)
+            return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, user_callback, e)
         except Exception as e:
             if self.interceptors:
-                self.interceptors.on_send_error(record, tp, e)
+                self.interceptors.on_send_error(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, e)
             raise
 
     def _failed(self, record: ProducerRecord, tp: TopicPartition | None, callback: Callable | None,
@@ -141,6 +156,10 @@ class KafkaProducer:
         result.set(-1, NO_TIMESTAMP, error)
         result.done()
         return FutureRecordMetadata(result, 0, NO_TIMESTAMP, -1, -1)
+
+    def _on_metadata_update(self, cluster: Cluster) -> None:
+        """Metadata listener: keep the newest Cluster where send() reads it without taking a lock."""
+        self._cluster = cluster
 
     def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple[Cluster, int]:
         """The cluster once it knows the topic (and partition), and the ms spent waiting for it."""
@@ -170,29 +189,11 @@ class KafkaProducer:
                 raise TimeoutError(f"{known} of {topic} not present in metadata after {max_wait_ms} ms")
             remaining = max_wait_ms - elapsed
 
-    def _serialize(self, serializer: Serializer, what: str, topic: str, data) -> bytes | None:
-        try:
-            return serializer.serialize(topic, data)
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise SerializationError(f"cannot serialize the {what} {data!r} with {type(serializer).__name__}: "
-                                     f"{e}") from e
-
-    def _partition(self, record: ProducerRecord, key_bytes, value_bytes, cluster: Cluster) -> int:
-        if record.partition is not None:
-            count = cluster.partition_count_for_topic(record.topic)
-            if not 0 <= record.partition < count:
-                raise ValueError(f"invalid partition {record.partition} for topic {record.topic}: "
-                                 f"it has partitions 0..{count - 1}")
-            return record.partition
-        return self.partitioner.partition(record.topic, record.key, key_bytes, record.value, value_bytes, cluster)
-
     def _ensure_valid_record_size(self, key_bytes, value_bytes, headers) -> None:
-        limit = min(self.max_request_size, self.total_memory_size)
+        """MESSAGE_TOO_LARGE for a record that could never be sent (a cheap bound first, the exact size if needed)."""
         bound = (RECORD_BATCH_OVERHEAD + RECORD_SIZE_BOUND + (0 if key_bytes is None else len(key_bytes))
                  + (0 if value_bytes is None else len(value_bytes)))
-        if not headers and bound <= limit:
+        if not headers and bound <= self.max_request_size and bound <= self.total_memory_size:
             return
         size = RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key_bytes, value_bytes, headers)
         if size > self.max_request_size:

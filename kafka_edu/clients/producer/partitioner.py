@@ -63,12 +63,24 @@ class DefaultPartitioner(Partitioner):
     def __init__(self, counter_start: int | None = None):
         start = random.randrange(2**31) if counter_start is None else counter_start
         self._counter = itertools.count(start)      # next() on it is atomic under the GIL
+        self._available: tuple[Cluster | None, dict] = (None, {})
 
     def partition(self, topic, key, key_bytes, value, value_bytes, cluster):
         if key_bytes is None:
             next_value = to_positive(next(self._counter))
-            available = cluster.available_partitions_for_topic(topic)
+            available = self._available_partitions(topic, cluster)
             if available:
-                return available[next_value % len(available)].partition
+                return available[next_value % len(available)]
             return next_value % cluster.partition_count_for_topic(topic)
         return to_positive(murmur2(key_bytes)) % cluster.partition_count_for_topic(topic)
+
+    def _available_partitions(self, topic: str, cluster: Cluster) -> list[int]:
+        """The topic's partitions that have a leader, computed once per Cluster (clusters never change)."""
+        cached_cluster, by_topic = self._available
+        if cached_cluster is not cluster:
+            by_topic = {}
+            self._available = (cluster, by_topic)     # one assignment: other threads see old or new, never a mix
+        available = by_topic.get(topic)
+        if available is None:
+            available = by_topic[topic] = [p.partition for p in cluster.available_partitions_for_topic(topic)]
+        return available

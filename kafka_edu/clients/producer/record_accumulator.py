@@ -81,52 +81,47 @@ class RecordAccumulator:
         self._batches: dict[TopicPartition, BatchDeque] = {}
         self._batches_lock = threading.Lock()
         self._drain_index = 0
-        self._counters = threading.Lock()
-        self._appends_in_progress = 0
+        self._flush_lock = threading.Lock()
         self._flushes_in_progress = 0
         self._closed = False
 
     # --- appending (application threads) -------------------------------------------------------
     def append(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
-               headers: tuple = (), callback: Callable | None = None,
-               max_time_to_block_ms: int = 0) -> RecordAppendResult:
+               headers: tuple = (), callback: Callable | None = None, max_time_to_block_ms: int = 0,
+               now: int | None = None) -> RecordAppendResult:
         """Add a record to the partition's last batch, or to a new one (may block for memory)."""
-        with self._counters:
-            self._appends_in_progress += 1
-        try:
-            dq = self._get_or_create_deque(tp)
-            with dq.lock:
-                self._ensure_open()
-                appended = self._try_append(timestamp, key, value, headers, callback, dq)
-                if appended is not None:
-                    return appended
-            size = max(self.batch_size, RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key, value, headers))
-            buffer = self.free.allocate(size, max_time_to_block_ms)      # no lock held while this blocks
-            with dq.lock:
-                if self._closed:
-                    self.free.deallocate(buffer)
-                    self._ensure_open()
-                appended = self._try_append(timestamp, key, value, headers, callback, dq)
-                if appended is not None:                 # someone made room while we waited: return the buffer
-                    self.free.deallocate(buffer)
-                    return appended
-                now = self._time.milliseconds()
-                builder = MemoryRecordsBuilder(compression=self.compression, write_limit=size,
-                                               estimator=self.estimator)
-                batch = ProducerBatch(tp, builder, now, buffer)
-                future = batch.try_append(timestamp, key, value, headers, callback, now)
-                dq.append(batch)
-                self.incomplete.add(batch)
-                return RecordAppendResult(future, len(dq) > 1 or batch.is_full(), True)
-        finally:
-            with self._counters:
-                self._appends_in_progress -= 1
+        if now is None:
+            now = self._time.milliseconds()
+        dq = self._batches.get(tp) or self._get_or_create_deque(tp)
+        with dq.lock:
+            if self._closed:
+                raise IllegalStateError("cannot send after the producer is closed")
+            appended = self._try_append(timestamp, key, value, headers, callback, dq, now)
+            if appended is not None:
+                return appended
+        size = max(self.batch_size, RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key, value, headers))
+        buffer = self.free.allocate(size, max_time_to_block_ms)      # no lock held while this blocks
+        with dq.lock:
+            if self._closed:
+                self.free.deallocate(buffer)
+                raise IllegalStateError("cannot send after the producer is closed")
+            appended = self._try_append(timestamp, key, value, headers, callback, dq, now)
+            if appended is not None:                 # someone made room while we waited: return the buffer
+                self.free.deallocate(buffer)
+                return appended
+            builder = MemoryRecordsBuilder(compression=self.compression, write_limit=size, estimator=self.estimator)
+            batch = ProducerBatch(tp, builder, now, buffer)
+            future = batch.try_append(timestamp, key, value, headers, callback, now)
+            dq.append(batch)
+            self.incomplete.add(batch)
+            return RecordAppendResult(future, len(dq) > 1 or batch.is_full(), True)
 
-    def _try_append(self, timestamp, key, value, headers, callback, dq: BatchDeque) -> RecordAppendResult | None:
+    def _try_append(self, timestamp, key, value, headers, callback, dq: BatchDeque,
+                    now: int) -> RecordAppendResult | None:
         """Append to the deque's last batch; close it and return None if it is full (lock held)."""
         if dq:
             last = dq[-1]
-            future = last.try_append(timestamp, key, value, headers, callback, self._time.milliseconds())
+            future = last.try_append(timestamp, key, value, headers, callback, now)
             if future is not None:
                 return RecordAppendResult(future, len(dq) > 1 or last.is_full(), False)
             last.close()
@@ -143,10 +138,6 @@ class RecordAccumulator:
                 dq = batches[tp] = BatchDeque()
                 self._batches = batches
             return dq
-
-    def _ensure_open(self) -> None:
-        if self._closed:
-            raise IllegalStateError("cannot send after the producer is closed")
 
     def ready(self, cluster: Cluster, now: int) -> ReadyCheckResult:
         """Leaders with a sendable batch, the time until the next may become sendable, unknown leaders."""
@@ -269,7 +260,7 @@ class RecordAccumulator:
 
     # --- flush and close ----------------------------------------------------------------------
     def begin_flush(self) -> None:
-        with self._counters:
+        with self._flush_lock:
             self._flushes_in_progress += 1
 
     def flush_in_progress(self) -> bool:
@@ -281,7 +272,7 @@ class RecordAccumulator:
             for batch in self.incomplete.all():
                 batch.produce_future.wait()
         finally:
-            with self._counters:
+            with self._flush_lock:
                 self._flushes_in_progress -= 1
 
     def close(self) -> None:
@@ -292,12 +283,10 @@ class RecordAccumulator:
         return self._closed
 
     def abort_incomplete_batches(self) -> None:
-        """Forced close: fail every incomplete batch, including those of appends still under way."""
-        while True:
-            self._abort_batches()
-            with self._counters:
-                if self._appends_in_progress == 0:
-                    break
+        """Forced close (after close()): fail every incomplete batch, including any an append is still adding."""
+        for dq in self._batches.values():    # a barrier: once we have held each deque's lock, any append that
+            dq.lock.acquire()                # passed the closed check before close() has finished, and its
+            dq.lock.release()                # batch is in `incomplete`; later appends see `closed` and raise
         self._abort_batches()
         self._batches = {}
 

@@ -12,7 +12,7 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record.errors import UnsupportedCompressionTypeError
-from kafka_edu.common.record.memory_records import convert
+from kafka_edu.common.record.memory_records import MemoryRecords, convert
 from kafka_edu.common.record.record import NO_TIMESTAMP
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
@@ -121,7 +121,7 @@ class Sender:
         topic_data: dict[str, list[dict]] = {}
         for batch in batches:
             try:
-                records = batch.records if magic == 2 else convert(batch.records, magic)
+                records = batch.records if magic == 2 else self._down_convert(batch, magic)
             except (ValueError, UnsupportedCompressionTypeError) as e:
                 self._fail_unsendable(batch, version, e)
                 continue
@@ -135,6 +135,13 @@ class Sender:
         return self.client.new_client_request(
             node_id, ApiKeys.PRODUCE, body, now, expect_response=self.acks != 0, api_version=version,
             callback=lambda response: self._handle_produce_response(response, by_partition))
+
+    @staticmethod
+    def _down_convert(batch: ProducerBatch, magic: int) -> MemoryRecords:
+        """The batch in an older format; headers cannot be carried (convert() would drop them silently)."""
+        if any(record.headers for record in batch.records.records(verify=False)):
+            raise ValueError(f"message format v{magic} cannot carry record headers")
+        return convert(batch.records, magic)
 
     def _fail_unsendable(self, batch: ProducerBatch, version: int, cause: Exception) -> None:
         error = KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,

@@ -64,6 +64,7 @@ class KafkaProducer:
         self.value_serializer = config.configured_instance("value.serializer", Serializer, False)
         self.interceptors = ProducerInterceptors(config.configured_instances("interceptor.classes",
                                                                              ProducerInterceptor))
+        self._intercepting = bool(self.interceptors)       # fixed from here on: one attribute read per send
         self.max_request_size = config["max.request.size"]
         self.total_memory_size = config["buffer.memory"]
         self.max_block_ms = config["max.block.ms"]
@@ -73,6 +74,7 @@ class KafkaProducer:
         self.metadata.bootstrap(addresses)
         self._cluster = self.metadata.fetch()
         self.metadata.add_listener(self._on_metadata_update)
+        self._topic_partitions: dict[str, list[TopicPartition]] = {}
         self.accumulator = RecordAccumulator(config["batch.size"], config["buffer.memory"], self.compression_type,
                                              config["linger.ms"], config["retry.backoff.ms"], time)
         max_in_flight = config["max.in.flight.requests.per.connection"]
@@ -95,7 +97,7 @@ class KafkaProducer:
              callback: Callable | None = None) -> FutureRecordMetadata:
         """Queue one record; the future (and `callback(metadata, exception)`) reports its outcome."""
         headers = _headers(headers) if headers else ()
-        if self.interceptors:
+        if self._intercepting:
             record = self.interceptors.on_send(ProducerRecord(topic, partition, timestamp, key, value, headers))
             if record is None:
                 error = RecordFilteredError(f"an interceptor dropped a record for {topic}")
@@ -124,9 +126,9 @@ class KafkaProducer:
                 raise ValueError(f"invalid partition {partition} for topic {topic}: it has partitions "
                                  f"0..{cluster.partition_count_for_topic(topic) - 1}")
             self._ensure_valid_record_size(key_bytes, value_bytes, headers)
-            tp = TopicPartition(topic, partition)
+            tp = self._topic_partition(topic, partition)
             now = self._time.milliseconds()
-            if self.interceptors:
+            if self._intercepting:
                 callback = InterceptorCallback(callback, self.interceptors, tp)
             result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
                                              headers, callback, max(0, self.max_block_ms - waited_ms), now)
@@ -137,7 +139,7 @@ class KafkaProducer:
             user_callback = callback.user_callback if isinstance(callback, InterceptorCallback) else callback
             return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, user_callback, e)
         except Exception as e:
-            if self.interceptors:
+            if self._intercepting:
                 self.interceptors.on_send_error(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, e)
             raise
 
@@ -156,6 +158,13 @@ class KafkaProducer:
         result.set(-1, NO_TIMESTAMP, error)
         result.done()
         return FutureRecordMetadata(result, 0, NO_TIMESTAMP, -1, -1)
+
+    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
+        """The TopicPartition object for a record, made once per partition rather than once per record."""
+        partitions = self._topic_partitions.get(topic)
+        if partitions is None or partition >= len(partitions):
+            partitions = self._topic_partitions[topic] = [TopicPartition(topic, p) for p in range(partition + 1)]
+        return partitions[partition]
 
     def _on_metadata_update(self, cluster: Cluster) -> None:
         """Metadata listener: keep the newest Cluster where send() reads it without taking a lock."""

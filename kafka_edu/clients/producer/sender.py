@@ -46,6 +46,7 @@ class Sender:
         self.request_timeout_ms = request_timeout_ms
         self.running = True
         self.forced_close = False
+        self._wakeup_pending = False
         self._time = time
 
     # --- the thread ---------------------------------------------------------------------------
@@ -79,10 +80,14 @@ class Sender:
         self.initiate_close()
 
     def wakeup(self) -> None:
-        self.client.wakeup()
+        """Make the loop's poll return now; one pending wake-up per turn is enough."""
+        if not self._wakeup_pending:
+            self._wakeup_pending = True
+            self.client.wakeup()
 
     # --- one turn of the loop -----------------------------------------------------------------
     def run_once(self, now: int) -> None:
+        self._wakeup_pending = False      # from here on, what callers add is seen by this turn or wakes the next
         cluster = self.metadata.fetch()
         result = self.accumulator.ready(cluster, now)
         if result.unknown_leader_topics:

@@ -9,10 +9,12 @@ from typing import Any
 
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
+from kafka_edu.clients.producer.idempotence import IdempotenceManager
 from kafka_edu.clients.producer.interceptors import (InterceptorCallback, ProducerInterceptor, ProducerInterceptors,
                                                      RecordFilteredError)
 from kafka_edu.clients.producer.partitioner import Partitioner
 from kafka_edu.clients.producer.producer_config import ProducerConfig
+from kafka_edu.common.config import ConfigException
 from kafka_edu.clients.producer.producer_record import ProducerRecord
 from kafka_edu.clients.producer.record_accumulator import RecordAccumulator
 from kafka_edu.clients.producer.record_batch import RECORD_SIZE_BOUND, FutureRecordMetadata, ProduceRequestResult
@@ -42,6 +44,19 @@ def _headers(headers) -> tuple:
                 or not (pair[1] is None or isinstance(pair[1], (bytes, bytearray)))):
             raise TypeError(f"a header must be a (str, bytes or None) pair, got {pair!r}")
     return pairs
+
+
+def _idempotent_settings(config: ProducerConfig) -> tuple[int, int, int]:
+    """acks, retries and in-flight limit for an idempotent producer (Kafka 0.11's rules)."""
+    given = config.originals
+    if "acks" in given and config["acks"] not in ("all", "-1"):
+        raise ConfigException("acks", config["acks"], "must be all (-1) when enable.idempotence is true")
+    if "retries" in given and config["retries"] == 0:
+        raise ConfigException("retries", 0, "must be positive when enable.idempotence is true")
+    key = "max.in.flight.requests.per.connection"
+    if key in given and config[key] != 1:
+        raise ConfigException(key, config[key], "must be 1 when enable.idempotence is true")
+    return -1, config["retries"] if "retries" in given else 2**31 - 1, 1
 
 
 class KafkaProducer:
@@ -77,14 +92,18 @@ class KafkaProducer:
         self._topic_partitions: dict[str, list[TopicPartition]] = {}
         self.accumulator = RecordAccumulator(config["batch.size"], config["buffer.memory"], self.compression_type,
                                              config["linger.ms"], config["retry.backoff.ms"], time)
-        max_in_flight = config["max.in.flight.requests.per.connection"]
+        acks = -1 if config["acks"] == "all" else int(config["acks"])
+        retries, max_in_flight = config["retries"], config["max.in.flight.requests.per.connection"]
+        idempotence = None
+        if config["enable.idempotence"]:
+            acks, retries, max_in_flight = _idempotent_settings(config)
+            idempotence = IdempotenceManager()
         client = NetworkClient(KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time),
                                self.metadata, self.client_id, max_in_flight, config["reconnect.backoff.ms"],
                                config["send.buffer.bytes"], config["receive.buffer.bytes"],
                                config["request.timeout.ms"], time)
-        acks = -1 if config["acks"] == "all" else int(config["acks"])
         self.sender = Sender(client, self.metadata, self.accumulator, max_in_flight == 1, self.max_request_size,
-                             acks, config["retries"], config["request.timeout.ms"], time)
+                             acks, retries, config["request.timeout.ms"], time, idempotence)
         self.io_thread = threading.Thread(target=self.sender.run, name=f"{NETWORK_THREAD_PREFIX} | {self.client_id}",
                                           daemon=True)
         self._closed = False

@@ -53,6 +53,8 @@ PRODUCER_CONFIG = (
             "Wait before reconnecting to a broker")
     .define("retry.backoff.ms", Type.LONG, 100, Range.at_least(0), "low",
             "Wait before retrying a batch, and between metadata fetches")
+    .define("enable.idempotence", Type.BOOLEAN, False, importance="low",
+            doc="Beyond 0.10 (Kafka 0.11): producer id and sequence numbers, so retries never duplicate")
 )
 
 PLUGIN_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interceptor.classes")

@@ -133,6 +133,7 @@ class ProducerBatch:
         self.last_attempt_ms = created_ms
         self.last_append_time = created_ms
         self.drained_ms = -1
+        self.producer_state: tuple[int, int, int] | None = None   # Beyond 0.10 (2.4): (id, epoch, base sequence)
 
     # --- filling ------------------------------------------------------------------------------
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: tuple,

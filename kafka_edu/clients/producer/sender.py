@@ -6,6 +6,7 @@ import logging
 from kafka_edu.clients.client_request import ClientRequest, ClientResponse
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
+from kafka_edu.clients.producer.idempotence import IdempotenceManager
 from kafka_edu.clients.producer.record_accumulator import NO_DELAY_MS, RecordAccumulator
 from kafka_edu.clients.producer.record_batch import ProducerBatch
 from kafka_edu.common.cluster import TopicPartition
@@ -35,8 +36,10 @@ class Sender:
 
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
                  guarantee_message_order: bool = False, max_request_size: int = 1024 * 1024, acks: int = 1,
-                 retries: int = 0, request_timeout_ms: int = 30_000, time: Time = SYSTEM_TIME):
+                 retries: int = 0, request_timeout_ms: int = 30_000, time: Time = SYSTEM_TIME,
+                 idempotence: IdempotenceManager | None = None):
         self.client = client
+        self.idempotence = idempotence          # Beyond 0.10: see the end of this section
         self.metadata = metadata
         self.accumulator = accumulator
         self.guarantee_message_order = guarantee_message_order
@@ -88,6 +91,10 @@ class Sender:
     # --- one turn of the loop -----------------------------------------------------------------
     def run_once(self, now: int) -> None:
         self._wakeup_pending = False      # from here on, what callers add is seen by this turn or wakes the next
+        if self.idempotence is not None and not self.idempotence.has_producer_id:
+            self._maybe_request_producer_id(now)      # Beyond 0.10: nothing is sent before the id arrives
+            self.client.poll(self.accumulator.retry_backoff_ms, now)
+            return
         cluster = self.metadata.fetch()
         result = self.accumulator.ready(cluster, now)
         if result.unknown_leader_topics:
@@ -105,7 +112,13 @@ class Sender:
             for node_batches in batches.values():
                 for batch in node_batches:
                     self.accumulator.mute(batch.topic_partition)
-        self.accumulator.abort_expired_batches(self.request_timeout_ms, now)
+        if self.idempotence is not None:
+            for node_batches in batches.values():
+                for batch in node_batches:
+                    if batch.producer_state is None:          # a retry keeps the sequence it was sent with
+                        self.idempotence.stamp(batch)
+        for batch in self.accumulator.abort_expired_batches(self.request_timeout_ms, now):
+            self._forget_sequences_after(batch)
         for node_id, node_batches in batches.items():
             request = self._produce_request(str(node_id), node_batches, now)
             if request is not None:
@@ -143,7 +156,9 @@ class Sender:
 
     @staticmethod
     def _down_convert(batch: ProducerBatch, magic: int) -> MemoryRecords:
-        """The batch in an older format; headers cannot be carried (convert() would drop them silently)."""
+        """The batch in an older format; headers and producer state cannot be carried (convert() drops them)."""
+        if batch.producer_state is not None:
+            raise ValueError(f"message format v{magic} has no producer id or sequence numbers")
         if any(record.headers for record in batch.records.records(verify=False)):
             raise ValueError(f"message format v{magic} cannot carry record headers")
         return convert(batch.records, magic)
@@ -178,7 +193,7 @@ class Sender:
             log.warning("produce response %s for %s: %s; retrying (%d attempts left)", correlation_id, tp,
                         error.name, self.retries - batch.attempts - 1)
             self.accumulator.reenqueue(batch, now)
-        elif error is Errors.NONE:
+        elif error is Errors.NONE or error is Errors.DUPLICATE_SEQUENCE_NUMBER:   # a duplicate: already written
             self._finish(batch, base_offset, log_append_time, None)
         elif error is Errors.TOPIC_AUTHORIZATION_FAILED:
             self._finish(batch, base_offset, log_append_time, KafkaError(error, f"not authorized to write to {tp.topic}"))
@@ -196,3 +211,37 @@ class Sender:
                 error: BaseException | None) -> None:
         batch.done(base_offset, log_append_time, error)
         self.accumulator.deallocate(batch)
+        if error is not None:
+            self._forget_sequences_after(batch)
+
+    # --- Beyond 0.10: the idempotent producer -------------------------------------------------
+    def _maybe_request_producer_id(self, now: int) -> None:
+        manager = self.idempotence
+        if manager.request_in_flight or now < manager.next_attempt_ms:
+            return
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return
+        body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+        self.client.send(self.client.new_client_request(node.id_string, ApiKeys.INIT_PRODUCER_ID, body, now,
+                                                        callback=self._handle_init_producer_id), now)
+        manager.request_in_flight = True
+
+    def _handle_init_producer_id(self, response: ClientResponse) -> None:
+        manager = self.idempotence
+        manager.request_in_flight = False
+        error = Errors.NETWORK_EXCEPTION if response.disconnected else Errors.for_code(response.body["error_code"])
+        if error is Errors.NONE:
+            manager.set_producer_id_and_epoch(response.body["producer_id"], response.body["producer_epoch"])
+            log.debug("producer id %s, epoch %s", manager.producer_id, manager.producer_epoch)
+        else:
+            log.warning("InitProducerId failed with %s; trying again", error.name)
+            manager.next_attempt_ms = response.received_ms + self.accumulator.retry_backoff_ms
+
+    def _forget_sequences_after(self, batch: ProducerBatch) -> None:
+        """A batch with a sequence number failed for good: later sequences would leave a gap, so start afresh."""
+        if (self.idempotence is not None and batch.producer_state is not None
+                and batch.producer_state[0] == self.idempotence.producer_id):
+            log.warning("a batch of %s with sequence %d failed; asking for a new producer id",
+                        batch.topic_partition, batch.producer_state[2])
+            self.idempotence.reset()

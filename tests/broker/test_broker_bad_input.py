@@ -2,6 +2,7 @@
 connection is closed (or answered with an error), the good one never notices."""
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import struct
@@ -71,16 +72,21 @@ def frame(api_key: int, version: int, body: bytes = b"") -> bytes:
     ("unknown api key", frame(99, 0)),
     ("unsupported produce version", frame(0, 9)),
     ("unsupported fetch version", frame(1, 12)),
-    ("group api this broker does not serve", frame(ApiKeys.JOIN_GROUP, 0)),
+    ("api this broker does not serve", frame(ApiKeys.SASL_HANDSHAKE, 0)),
+    ("join group body cut short", frame(ApiKeys.JOIN_GROUP, 0)),
     ("metadata body cut short", frame(3, 1, b"\x00\x00\x00\x05\x00")),
     ("frame shorter than a header", struct.pack(">i", 3) + b"\x00\x03\x00"),
 ])
-def test_bad_frames_close_their_connection_only(busy_broker, name, data):
+def test_bad_frames_close_their_connection_only(busy_broker, name, data, caplog):
     server, failures, rounds = busy_broker
     before = rounds[0]
     sock = connect(server)
-    sock.sendall(data)
-    assert closed_by_broker(sock), name
+    port = sock.getsockname()[1]
+    with caplog.at_level(logging.INFO, logger="kafka_edu"):
+        sock.sendall(data)
+        assert closed_by_broker(sock), name
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO and f":{port}" in r.getMessage()]
+    assert len(said) == 1, said                     # one log line per bad connection
     with BrokerClient(server.bound_port()) as other:
         assert other.call(ApiKeys.API_VERSIONS, 1, {}).error_code == 0
     assert not failures

@@ -109,7 +109,8 @@ class Processor(AbstractServerThread):
             connection_id = response.request.connection_id
             channel = self._channels.get(connection_id)
             if response.action is ResponseAction.CLOSE:
-                self._close(connection_id, "closed at the request of the API layer", logging.INFO)
+                self._close(connection_id, "closed at the request of the API layer",
+                            logging.DEBUG)  # the API layer already logged why, in one line
             elif channel is None:
                 log.warning("%s: dropping a response for %s, which is no longer open",
                             self.name, connection_id)

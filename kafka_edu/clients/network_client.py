@@ -299,14 +299,16 @@ class NetworkClient:
             node = receive.source
             if node in broken:
                 continue
-            request = self.in_flight_requests.complete_next(node)
+            request = None
             try:
+                request = self.in_flight_requests.complete_next(node)   # none: an answer nobody asked for
                 body = self._parse_response(receive.payload, request)
             except (IllegalStateError, ProtocolError) as exc:
                 log.error("closing the connection to node %s: %s", node, exc)
                 errors.append(exc)
                 broken.add(node)
-                responses.append(ClientResponse(request, now, disconnected=True))
+                if request is not None:
+                    responses.append(ClientResponse(request, now, disconnected=True))
                 self.selector.close(node)
                 self._process_disconnection(responses, node, now)
                 continue

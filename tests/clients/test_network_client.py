@@ -259,6 +259,23 @@ def test_acks_zero_completes_when_written_and_in_flight_cap(broker):
         client.close()
 
 
+def test_an_answer_to_acks_zero_still_completes_it_then_closes(broker):
+    """librdkafka's mock cluster answers acks=0 produces; a Kafka broker never does."""
+    broker.handlers[ApiKeys.PRODUCE] = lambda header, body: {"responses": [], "throttle_time_ms": 0}
+    client = lone_client(broker)
+    try:
+        await_ready(client, broker.node)
+        got = []
+        client.send(client.new_client_request("0", ApiKeys.PRODUCE, {"acks": 0, "timeout_ms": 100, "topic_data": []},
+                                              expect_response=False, callback=got.append), now())
+        with pytest.raises(IllegalStateError):
+            poll_until(client, lambda: "0" not in client.selector.channels)
+        assert len(got) == 1 and got[0].body is None and not got[0].disconnected    # its callback ran
+        assert client.connection_states.state("0") is ConnectionState.DISCONNECTED
+    finally:
+        client.close()
+
+
 def test_least_loaded_node_prefers_idle_connected_and_skips_backoff():
     nodes = [Node(1, "127.0.0.1", 1), Node(2, "127.0.0.1", 2), Node(3, "127.0.0.1", 3)]
     client = NetworkClient(KSelector(), metadata_updater=ManualMetadataUpdater(nodes), rng=random.Random(0))

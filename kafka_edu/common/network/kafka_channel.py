@@ -21,6 +21,7 @@ class KafkaChannel:
         self.last_active_ms = 0
         self._receive: NetworkReceive | None = None
         self._send: Send | None = None
+        self._watched = 0          # the events last registered with the selector thread's selector
 
     def mute(self) -> None:
         """Stop reading from this connection (its request is being processed)."""
@@ -61,6 +62,22 @@ class KafkaChannel:
         """The selector events this connection waits for in its current state."""
         events = 0 if self.muted else selectors.EVENT_READ
         return events | (selectors.EVENT_WRITE if self._send is not None else 0)
+
+    def watch(self, selector: selectors.BaseSelector, events: int) -> None:
+        """Make `selector` wait for exactly `events` on this socket (0: not at all).
+
+        Both selector threads (the client's KSelector, the broker's Processor) call this after every
+        state change; only a real change costs a register/modify/unregister system call.
+        """
+        if events == self._watched:
+            return
+        if self._watched == 0:
+            selector.register(self.socket, events, self)
+        elif events == 0:
+            selector.unregister(self.socket)
+        else:
+            selector.modify(self.socket, events, self)
+        self._watched = events
 
     def close(self) -> None:
         self.socket.close()

@@ -55,7 +55,6 @@ class KSelector:
         self.channels: dict[str, KafkaChannel] = {}
         self._connecting: set[str] = set()
         self._immediately_connected: list[str] = []
-        self._registered: dict[str, int] = {}
         self._staged: dict[str, deque[NetworkReceive]] = {}
         self._lru: OrderedDict[str, int] = OrderedDict()
         self.completed_sends: list[Send] = []
@@ -222,20 +221,10 @@ class KSelector:
 
     def _update_interest(self, channel: KafkaChannel) -> None:
         wanted = selectors.EVENT_WRITE if channel.id in self._connecting else channel.interest()
-        current = self._registered.get(channel.id, 0)
-        if wanted == current:
-            return
-        if current == 0:
-            self._selector.register(channel.socket, wanted, channel)
-        elif wanted == 0:
-            self._selector.unregister(channel.socket)
-        else:
-            self._selector.modify(channel.socket, wanted, channel)
-        self._registered[channel.id] = wanted
+        channel.watch(self._selector, wanted)
 
     def _close_channel(self, channel: KafkaChannel) -> None:
-        if self._registered.pop(channel.id, 0):
-            self._selector.unregister(channel.socket)
+        channel.watch(self._selector, 0)
         channel.close()
         del self.channels[channel.id]
         self._connecting.discard(channel.id)

@@ -35,7 +35,6 @@ class Processor(AbstractServerThread):
         self._connections_max_idle_ms = connections_max_idle_ms
         self._new_connections: queue.SimpleQueue[tuple[socket.socket, str]] = queue.SimpleQueue()
         self._channels: dict[str, KafkaChannel] = {}
-        self._registered: dict[str, int] = {}
         self._inflight_responses: dict[str, Response] = {}
         self._completed_receives: list[NetworkReceive] = []
         self._completed_sends: list[Send] = []
@@ -193,24 +192,13 @@ class Processor(AbstractServerThread):
 
     # --- connection bookkeeping ----------------------------------------------------------------
     def _update_interest(self, channel: KafkaChannel) -> None:
-        wanted = channel.interest()
-        current = self._registered.get(channel.id, 0)
-        if wanted == current:
-            return
-        if current == 0:
-            self._selector.register(channel.socket, wanted, channel)
-        elif wanted == 0:
-            self._selector.unregister(channel.socket)
-        else:
-            self._selector.modify(channel.socket, wanted, channel)
-        self._registered[channel.id] = wanted
+        channel.watch(self._selector, channel.interest())
 
     def _close(self, connection_id: str, reason: str, level: int) -> None:
         channel = self._channels.pop(connection_id, None)
         if channel is None:
             return
-        if self._registered.pop(connection_id, 0):
-            self._selector.unregister(channel.socket)
+        channel.watch(self._selector, 0)
         self._inflight_responses.pop(connection_id, None)
         log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
         self.close_socket(channel.socket, channel.remote_host)

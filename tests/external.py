@@ -37,8 +37,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.01):
+    """Poll `predicate` until it returns something true (returned) or `timeout` seconds pass."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = predicate()

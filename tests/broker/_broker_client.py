@@ -4,7 +4,6 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
-import time
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.header import RequestHeader, decode_response, encode_request
@@ -24,22 +23,6 @@ def start_broker(log_dir, zookeeper: EmbeddedZooKeeper | None = None, **props) -
     server = KafkaServer(config, embedded_zookeeper=zookeeper or EmbeddedZooKeeper())
     server.startup()
     return server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def records(*values, magic: int = 2, compression: CompressionType = CompressionType.NONE, timestamp: int = 1000,

@@ -6,7 +6,8 @@ import threading
 import time
 
 import pytest
-from _broker_client import BrokerClient, records, values_of, wait_until
+from _broker_client import BrokerClient, records, values_of
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -53,7 +54,7 @@ def two_replicas(broker, client, request):
     result = client.create_topics([{"name": topic, "num_partitions": -1, "replication_factor": -1,
                                     "assignments": [{"partition_index": 0, "broker_ids": [0, 1]}]}])[topic]
     assert result.error_code == 0
-    partition = wait_until(lambda: broker.replica_manager.get_partition((topic, 0)), what="the partition")
+    partition = wait_for(lambda: broker.replica_manager.get_partition((topic, 0)), what="the partition")
     assert sorted(partition.in_sync_replicas) == [0, 1]
     return topic
 
@@ -74,8 +75,8 @@ def test_acks_all_waits_for_the_follower_then_answers_none(broker, client, two_r
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
-    wait_until(lambda: broker.replica_manager.delayed_produce_purgatory.watch_counts().get((topic, 0)),
-               what="a produce waiting on the partition")
+    wait_for(lambda: broker.replica_manager.delayed_produce_purgatory.watch_counts().get((topic, 0)),
+             what="a produce waiting on the partition")
     _follower_fetch(broker, topic, 0)                       # the follower has nothing yet: HW stays 0
     time.sleep(0.2)
     assert "response" not in answer
@@ -93,7 +94,7 @@ def test_acks_all_times_out_when_the_follower_is_stopped(broker, client, two_rep
     assert response.error_code == Errors.REQUEST_TIMED_OUT.code
     assert time.monotonic() - started >= 0.2
     # on_expiration runs right after on_complete sent the response
-    wait_until(lambda: broker.replica_manager.delayed_produce_expirations[(two_replicas, 0)] >= 1, what="expiry")
+    wait_for(lambda: broker.replica_manager.delayed_produce_expirations[(two_replicas, 0)] >= 1, what="expiry")
     assert client.fetch(two_replicas, 0, 0).records == b""   # written, but not committed: consumers see nothing
 
 

@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from _broker_client import BrokerClient, records, start_broker, values_of, wait_until
+from _broker_client import BrokerClient, records, start_broker, values_of
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -93,9 +94,9 @@ def test_delete_topics_removes_logs_znodes_and_metadata(broker, client):
                                                                   "never-was": Errors.UNKNOWN_TOPIC_OR_PARTITION.code}
     # As in Kafka, the answer comes once the metadata cache forgot the topic; the controller then
     # deletes the logs (StopReplica) and the znodes.
-    wait_until(lambda: not os.path.exists(log_dir), what="the log directory deleted")
+    wait_for(lambda: not os.path.exists(log_dir), what="the log directory deleted")
     for path in ("/brokers/topics/doomed", "/config/topics/doomed", "/admin/delete_topics/doomed"):
-        wait_until(lambda p=path: broker.zk_client.exists(p) is None, what=f"{path} deleted")
+        wait_for(lambda p=path: broker.zk_client.exists(p) is None, what=f"{path} deleted")
     assert client.metadata(["doomed"], version=4, allow_auto_topic_creation=False).topics[0].error_code == \
         Errors.UNKNOWN_TOPIC_OR_PARTITION.code
 
@@ -109,7 +110,7 @@ def test_delete_topics_disabled_by_default(tmp_path):
                 response = client.call(ApiKeys.DELETE_TOPICS, version, {"topic_names": ["kept"], "timeout_ms": 1000})
                 assert response.responses[0].error_code == error.code
             server.zk_utils.mark_topic_for_deletion("kept")            # as an old admin tool would
-            wait_until(lambda: server.zk_client.exists("/admin/delete_topics/kept") is None, what="the request removed")
+            wait_for(lambda: server.zk_client.exists("/admin/delete_topics/kept") is None, what="the request removed")
             assert client.produce("kept", 0, records(b"still here")).error_code == 0
     finally:
         server.shutdown()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from _broker_client import BrokerClient, start_broker, wait_until
+from _broker_client import BrokerClient, start_broker
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -34,7 +35,7 @@ def broker(tmp_path_factory):
     server = start_broker(tmp_path_factory.mktemp("groups"), **GROUP_CONFIG)
     with BrokerClient(server.bound_port()) as c:
         c.create_topic("orders", partitions=3)
-        wait_until(lambda: find_coordinator(c, "warm-up").error_code == 0, what="a coordinator")
+        wait_for(lambda: find_coordinator(c, "warm-up").error_code == 0, what="a coordinator")
     yield server
     server.shutdown()
 
@@ -158,7 +159,7 @@ def wait_for_state(broker, group: str, state: str) -> None:
     def reached() -> bool:
         found = broker.group_coordinator.group_manager.get_group(group)
         return found is not None and found.state.value == state
-    wait_until(reached, what=f"group {group} to be {state}")
+    wait_for(reached, what=f"group {group} to be {state}")
 
 
 def leader_of(broker, group: str) -> str:
@@ -197,15 +198,15 @@ def test_find_coordinator_creates_the_offsets_topic_and_then_names_its_leader(tm
         with BrokerClient(server.bound_port()) as client:
             first = find_coordinator(client, "g", version=0)
             assert first.error_code == Errors.COORDINATOR_NOT_AVAILABLE.code and first.node_id == -1
-            found = wait_until(lambda: (r := find_coordinator(client, "g", version=1)).error_code == 0 and r,
-                               what="the coordinator")
+            found = wait_for(lambda: (r := find_coordinator(client, "g", version=1)).error_code == 0 and r,
+                             what="the coordinator")
             assert (found.node_id, found.host, found.port) == (0, "127.0.0.1", server.bound_port())
             assert found.error_message is None
             partitions = client.metadata([OFFSETS_TOPIC]).topics[0]
             assert partitions.is_internal and len(partitions.partitions) == 4
             refused = find_coordinator(client, "txn", version=2, key_type=1)
             assert refused.error_code == Errors.INVALID_REQUEST.code and "transaction" in refused.error_message
-            wait_until(lambda: server.group_coordinator.group_manager.owned == {0, 1, 2, 3}, what="the load")
+            wait_for(lambda: server.group_coordinator.group_manager.owned == {0, 1, 2, 3}, what="the load")
     finally:
         server.shutdown()
 
@@ -262,13 +263,13 @@ def test_t23_a_silent_member_is_removed_and_the_last_one_kills_the_group(broker)
     def alice_sees_a_rebalance() -> bool:               # alice heartbeats, bob stays silent
         time.sleep(0.1)
         return a.heartbeat() is Errors.REBALANCE_IN_PROGRESS
-    wait_until(alice_sees_a_rebalance, what="bob's session to expire")
+    wait_for(alice_sees_a_rebalance, what="bob's session to expire")
     rejoined = a.join()
     assert rejoined.generation_id == generation + 1 and [m.member_id for m in rejoined.members] == [a.member_id]
     assert a.receive_sync(a.send_sync({a.member_id: b"all"})).assignment == b"all"
     assert b.heartbeat() is Errors.UNKNOWN_MEMBER_ID
 
-    wait_until(lambda: describe(b.client, "expiry")[0].group_state == "Dead", what="alice's session to expire")
+    wait_for(lambda: describe(b.client, "expiry")[0].group_state == "Dead", what="alice's session to expire")
     assert ("expiry", "consumer") not in list_groups(b.client)[1]
     records = [(k, v) for k, v in offsets_log(b.client, "expiry") if isinstance(k, GroupMetadataKey)]
     assert records[-1] == (GroupMetadataKey(2, "expiry"), None)          # the group's tombstone
@@ -360,8 +361,8 @@ def test_t26_expired_offsets_are_forgotten_and_tombstoned(broker):
         tp = ("orders", 2)
         assert commit(client, "short-lived", {tp: 7}, version=2, retention_ms=300) == {tp: Errors.NONE}
         assert commit(client, "long-lived", {tp: 8}, version=2, retention_ms=600_000) == {tp: Errors.NONE}
-        wait_until(lambda: fetch_offsets(client, "short-lived", [tp])[1] == {tp: (-1, "", Errors.NONE)},
-                   what="the offset to expire")
+        wait_for(lambda: fetch_offsets(client, "short-lived", [tp])[1] == {tp: (-1, "", Errors.NONE)},
+                 what="the offset to expire")
         assert fetch_offsets(client, "long-lived", [tp])[1] == {tp: (8, "", Errors.NONE)}
         log = [(k, v) for k, v in offsets_log(client, "short-lived") if isinstance(k, OffsetKey)]
         assert log[-1] == (OffsetKey(1, "short-lived", "orders", 2), None)
@@ -412,7 +413,7 @@ def test_restart_keeps_committed_offsets_and_the_group(tmp_path):
     try:
         with BrokerClient(server.bound_port()) as client:
             client.create_topic("orders", partitions=2)
-            wait_until(lambda: find_coordinator(client, "keep").error_code == 0, what="a coordinator")
+            wait_for(lambda: find_coordinator(client, "keep").error_code == 0, what="a coordinator")
         a, b = stable_group(server, "keep", "a", "b")
         assert a.commit({("orders", 0): 11, ("orders", 1): 12}) == {("orders", 0): Errors.NONE,
                                                                    ("orders", 1): Errors.NONE}
@@ -424,8 +425,8 @@ def test_restart_keeps_committed_offsets_and_the_group(tmp_path):
     server = start_broker(tmp_path, zookeeper)
     try:
         with BrokerClient(server.bound_port()) as client:
-            error, found, _ = wait_until(lambda: (r := fetch_offsets(client, "keep", None))[0] is Errors.NONE and r,
-                                         what="the group to load")
+            error, found, _ = wait_for(lambda: (r := fetch_offsets(client, "keep", None))[0] is Errors.NONE and r,
+                                       what="the group to load")
             assert found == {("orders", 0): (11, "", Errors.NONE), ("orders", 1): (12, "", Errors.NONE)}
             (group,) = describe(client, "keep")
             assert (group.group_state, len(group.members)) == ("Stable", 2)

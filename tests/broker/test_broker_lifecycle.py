@@ -11,7 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from _broker_client import BrokerClient, free_port, records, start_broker, values_of, wait_until
+from _broker_client import BrokerClient, records, start_broker, values_of
+from external import free_port, wait_for
 
 from kafka_edu.server.broker_states import BrokerStates
 from kafka_edu.server.kafka_server import BrokerIdentityError
@@ -143,7 +144,7 @@ def test_server_start_shuts_down_cleanly_on_signals(tmp_path, signum):
             except OSError:
                 return False
 
-        wait_until(answering, timeout=30, what="the broker process")
+        wait_for(answering, timeout=30, what="the broker process")
         proc.send_signal(signum)
         assert proc.wait(30) == 0
         assert (tmp_path / ".kafka_cleanshutdown").exists()

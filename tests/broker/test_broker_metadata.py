@@ -4,7 +4,8 @@ from __future__ import annotations
 import struct
 
 import pytest
-from _broker_client import BrokerClient, start_broker, wait_until
+from _broker_client import BrokerClient, start_broker
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -71,8 +72,8 @@ def test_empty_topic_list_means_all_in_v0_and_none_later_null_means_all(client, 
 def test_auto_create_answers_leader_not_available_then_a_leader(broker, client):
     (first,) = client.metadata(["auto-made"]).topics
     assert first.error_code == Errors.LEADER_NOT_AVAILABLE.code
-    topic = wait_until(lambda: [t for t in client.metadata(["auto-made"]).topics if t.error_code == 0],
-                       what="a leader for auto-made")[0]
+    topic = wait_for(lambda: [t for t in client.metadata(["auto-made"]).topics if t.error_code == 0],
+                     what="a leader for auto-made")[0]
     assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [(0, 0)]
     data, _ = broker.zk_client.get("/brokers/topics/auto-made")
     assert data == b'{"version":1,"partitions":{"0":[0]}}'
@@ -100,7 +101,7 @@ def test_auto_create_disabled(tmp_path):
 def test_internal_offsets_topic_is_flagged_internal_and_created_compacted(broker, client):
     (first,) = client.metadata(["__consumer_offsets"], version=1).topics
     assert first.error_code == Errors.LEADER_NOT_AVAILABLE.code
-    topic = wait_until(lambda: [t for t in client.metadata(["__consumer_offsets"], version=1).topics
-                                if t.error_code == 0], what="offsets topic")[0]
+    topic = wait_for(lambda: [t for t in client.metadata(["__consumer_offsets"], version=1).topics
+                              if t.error_code == 0], what="offsets topic")[0]
     assert topic.is_internal and len(topic.partitions) == 50
     assert broker.log_manager.get_log("__consumer_offsets", 0).config.compact

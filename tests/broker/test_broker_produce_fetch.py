@@ -6,7 +6,8 @@ import threading
 import time
 
 import pytest
-from _broker_client import BrokerClient, records, values_of, wait_until
+from _broker_client import BrokerClient, records, values_of
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -70,7 +71,7 @@ def test_fetch_payload_is_sent_with_sendfile_and_equals_the_log_file(broker, cli
                      "rb").read()
     assert data.records == log_bytes
     assert calls and calls[0]["offset"] == 0
-    wait_until(lambda: sum(c["sent"] for c in calls) == len(log_bytes), what="sendfile to return")
+    wait_for(lambda: sum(c["sent"] for c in calls) == len(log_bytes), what="sendfile to return")
 
 
 def test_down_conversion_keeps_offsets_and_compression_when_the_format_can(client):
@@ -148,8 +149,8 @@ def test_delayed_fetch_wakes_up_when_enough_bytes_arrive(broker, client):
     client.create_topic("wake")
     thread, result = _background_fetch(broker.bound_port(), topic="wake", partition=0, offset=0,
                                        max_wait_ms=30_000, min_bytes=1000)
-    wait_until(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("wake", 0)),
-               what="a fetch waiting on wake-0")
+    wait_for(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("wake", 0)),
+             what="a fetch waiting on wake-0")
     client.produce("wake", 0, records(b"small"))
     time.sleep(0.2)
     assert "data" not in result                     # 5 bytes of value are not 1000 bytes
@@ -164,8 +165,8 @@ def test_delayed_fetch_returns_early_when_a_segment_rolls(broker, client):
     client.produce("rolling", 0, records(b"r" * 100))
     thread, result = _background_fetch(broker.bound_port(), topic="rolling", partition=0, offset=1,
                                        max_wait_ms=30_000, min_bytes=100_000)
-    wait_until(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("rolling", 0)),
-               what="a fetch waiting on rolling-0")
+    wait_for(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("rolling", 0)),
+             what="a fetch waiting on rolling-0")
     client.produce("rolling", 0, records(b"s" * 100))
     thread.join(20)
     assert len(broker.log_manager.get_log("rolling", 0).segments) == 2
@@ -176,8 +177,8 @@ def test_delayed_fetch_completes_when_the_partition_goes_away(broker, client):
     client.create_topic("vanishing")
     thread, result = _background_fetch(broker.bound_port(), topic="vanishing", partition=0, offset=0,
                                        max_wait_ms=30_000, min_bytes=1000)
-    wait_until(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("vanishing", 0)),
-               what="a fetch waiting on vanishing-0")
+    wait_for(lambda: broker.replica_manager.delayed_fetch_purgatory.watch_counts().get(("vanishing", 0)),
+             what="a fetch waiting on vanishing-0")
     client.call(ApiKeys.DELETE_TOPICS, 3, {"topic_names": ["vanishing"], "timeout_ms": 10_000})
     thread.join(20)
     assert result["data"].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code and result["elapsed"] < 20

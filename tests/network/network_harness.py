@@ -15,16 +15,6 @@ from kafka_edu.server.network.request_channel import Request, RequestChannel, Re
 from kafka_edu.server.network.socket_server import SocketServer
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 class EchoApi:
     """Answers with correlation id + body. Bodies b"noop", b"close", b"raise" pick other actions.
 

@@ -8,7 +8,8 @@ import struct
 import threading
 
 import pytest
-from network_harness import Broker, Client, EchoApi, wait_until
+from network_harness import Broker, Client, EchoApi
+from external import wait_for
 
 from kafka_edu.common.utils.time import MockTime
 
@@ -54,7 +55,7 @@ def warnings_about(caplog, connection_hint: str = "closing connection") -> list[
 def misbehave(broker: Broker, caplog, payload: bytes, shutdown_write: bool = False) -> list[str]:
     """Send `payload` on a fresh connection while a good client works; return the warnings logged."""
     good = GoodClient(broker)
-    wait_until(lambda: good.answers >= 3, what="the good client to get going")
+    wait_for(lambda: good.answers >= 3, what="the good client to get going")
     with caplog.at_level(logging.INFO, logger=NETWORK_LOGGER):
         bad = broker.connect()
         bad.sock.sendall(payload)
@@ -63,11 +64,11 @@ def misbehave(broker: Broker, caplog, payload: bytes, shutdown_write: bool = Fal
         assert bad.closed_by_peer()
         bad.close()
         before = good.answers
-        wait_until(lambda: good.answers >= before + 3, what="the good client to carry on")
+        wait_for(lambda: good.answers >= before + 3, what="the good client to carry on")
     good.stop()
     assert broker.threads_alive()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    wait_until(lambda: broker.server.connection_quotas.get("127.0.0.1") == 0, what="all connections released")
+    wait_for(lambda: broker.server.connection_quotas.get("127.0.0.1") == 0, what="all connections released")
     return warnings_about(caplog)
 
 
@@ -123,7 +124,7 @@ def test_client_that_connects_and_never_sends_is_closed_when_idle(caplog):
     with Broker(time=clock, **{"connections.max.idle.ms": 1000}) as broker:
         with caplog.at_level(logging.INFO, logger=NETWORK_LOGGER):
             silent = broker.connect()
-            wait_until(lambda: broker.connection_count() == 1, what="the silent connection")
+            wait_for(lambda: broker.connection_count() == 1, what="the silent connection")
             good = Client(broker.port)
             clock.sleep(600)
             assert good.request(1, b"active") == (1, b"active")
@@ -144,12 +145,12 @@ def test_a_connection_waiting_for_its_response_is_not_idle():
                                                    "num.network.threads": 1}) as broker:
         client = broker.connect()
         client.send(1, b"slow")
-        wait_until(lambda: any(h.current is not None for h in broker.pool.runnables), what="request taken")
+        wait_for(lambda: any(h.current is not None for h in broker.pool.runnables), what="request taken")
         clock.sleep(5000)
         probe = broker.connect()                   # same processor: its answer proves poll rounds ran
         probe.send(2, b"probe")
-        wait_until(lambda: broker.connection_count() == 2 and sum(h.current is not None for h in broker.pool.runnables) == 2,
-                   what="the probe request to be taken")
+        wait_for(lambda: broker.connection_count() == 2 and sum(h.current is not None for h in broker.pool.runnables) == 2,
+                 what="the probe request to be taken")
         gate.set()
         assert client.receive() == (1, b"slow")
         assert probe.receive() == (2, b"probe")
@@ -176,7 +177,7 @@ def test_many_bad_clients_at_once_leave_the_broker_serving(broker):
         assert client.closed_by_peer()
         client.close()
     before = good.answers
-    wait_until(lambda: good.answers >= before + 3, what="the good client to carry on")
+    wait_for(lambda: good.answers >= before + 3, what="the good client to carry on")
     good.stop()
     assert broker.threads_alive()
-    wait_until(lambda: broker.server.connection_quotas.get("127.0.0.1") == 0, what="all connections released")
+    wait_for(lambda: broker.server.connection_quotas.get("127.0.0.1") == 0, what="all connections released")

@@ -5,7 +5,8 @@ import socket
 import threading
 
 import pytest
-from network_harness import Broker, EchoApi, wait_until
+from network_harness import Broker, EchoApi
+from external import wait_for
 
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import BindError
@@ -49,7 +50,7 @@ def test_two_listeners_start_the_expected_threads_and_shutdown_joins_them():
 def test_six_connections_are_dealt_round_robin_to_three_processors():
     with Broker(**{"num.network.threads": 3}) as broker:
         clients = [broker.connect() for _ in range(6)]
-        wait_until(lambda: broker.connection_count() == 6, what="6 registered connections")
+        wait_for(lambda: broker.connection_count() == 6, what="6 registered connections")
         assert [len(p.connection_ids()) for p in broker.server.processors] == [2, 2, 2]
         for i, client in enumerate(clients):
             assert client.request(i, b"x") == (i, b"x")
@@ -71,7 +72,7 @@ def test_a_third_connection_from_one_address_is_closed():
         assert second.request(4, b"fine") == (4, b"fine")
 
         first.close()
-        wait_until(lambda: quotas.get("127.0.0.1") == 1, what="the closed connection to be released")
+        wait_for(lambda: quotas.get("127.0.0.1") == 1, what="the closed connection to be released")
         fourth = broker.connect()
         assert fourth.request(5, b"new") == (5, b"new")
         assert quotas.get("127.0.0.1") == 2
@@ -136,8 +137,8 @@ def test_a_full_request_queue_blocks_processors_without_losing_requests():
         clients = [broker.connect() for _ in range(5)]
         for i, client in enumerate(clients):
             client.send(i, f"req{i}".encode())
-        wait_until(lambda: sum(h.current is not None for h in broker.pool.runnables) == 2
-                   and channel.request_queue_size() == 1, what="both handlers busy and the queue full")
+        wait_for(lambda: sum(h.current is not None for h in broker.pool.runnables) == 2
+                 and channel.request_queue_size() == 1, what="both handlers busy and the queue full")
         gate.set()
         answers = [client.receive() for client in clients]
         sampling.set()
@@ -178,13 +179,13 @@ def test_a_response_for_a_vanished_connection_is_dropped():
     with Broker(EchoApi(gate=gate)) as broker:
         leaver = broker.connect()
         leaver.send(1, b"late")
-        wait_until(lambda: any(h.current is not None for h in broker.pool.runnables), what="request taken")
+        wait_for(lambda: any(h.current is not None for h in broker.pool.runnables), what="request taken")
         leaver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         leaver.close()                                   # reset: the broker may only notice on write
         gate.set()
         stayer = broker.connect()
         assert stayer.request(2, b"ok") == (2, b"ok")
-        wait_until(lambda: broker.server.connection_quotas.get("127.0.0.1") == 1, what="leaver released")
+        wait_for(lambda: broker.server.connection_quotas.get("127.0.0.1") == 1, what="leaver released")
         assert broker.threads_alive()
         stayer.close()
 

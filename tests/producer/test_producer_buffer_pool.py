@@ -5,17 +5,11 @@ import threading
 import time
 
 import pytest
+from external import wait_for
 
 from kafka_edu.clients.producer.buffer_pool import BufferPool
 
 KB16 = 16384
-
-
-def wait_until(predicate, timeout: float = 5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.001)
 
 
 def blocked_allocation(pool: BufferPool, size: int, results: list, max_block_ms: int = 10_000) -> threading.Thread:
@@ -30,7 +24,7 @@ def blocked_allocation(pool: BufferPool, size: int, results: list, max_block_ms:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    wait_until(lambda: pool.queued() > queued or results)
+    wait_for(lambda: pool.queued() > queued or results)
     return thread
 
 
@@ -62,7 +56,7 @@ def test_waiters_are_served_first_come_first_served():
     served = []
     for _ in range(3):
         pool.deallocate(held.pop())
-        wait_until(lambda n=len(served) + 1: sum(1 for _, r in order if r) == n)
+        wait_for(lambda n=len(served) + 1: sum(1 for _, r in order if r) == n)
         served.extend(name for name, r in order if r and name not in served)
     assert served == ["A", "B", "C"]
 
@@ -120,7 +114,7 @@ def test_a_big_request_gathers_memory_piece_by_piece_and_is_not_starved():
     thread = blocked_allocation(pool, 40_960, results)
     small: list = []
     pool.deallocate(held.pop())
-    wait_until(lambda: pool.free_buffers == 0)                       # the big waiter took those 16 KiB
+    wait_for(lambda: pool.free_buffers == 0)                       # the big waiter took those 16 KiB
     assert pool.available_memory == 0 and not results
     small_thread = blocked_allocation(pool, KB16, small)             # queues behind the big request
     pool.deallocate(held.pop())

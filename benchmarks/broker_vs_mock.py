@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
+from _timed_send import time_confluent_produces  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from external import MockCluster  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -56,21 +57,7 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 50,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
                          "queue.buffering.max.kbytes": 2_000_000})
-    producer.list_topics(topic, timeout=10)          # metadata (and auto-creation) outside the timing
-    value = b"x" * size
-    started = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - started
-    if remaining:
-        raise RuntimeError(f"{remaining} records not delivered")
-    return elapsed
+    return time_confluent_produces(producer, topic, records, b"x" * size, partition=0)
 
 
 def _consumer(bootstrap: str, **extra) -> Consumer:

@@ -19,12 +19,12 @@ import logging
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
+from _timed_send import time_confluent_produces, time_sends  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from confluent_kafka import Producer as ConfluentProducer  # noqa: E402
 from kafka import KafkaProducer as KafkaPythonProducer  # noqa: E402
@@ -37,54 +37,21 @@ BATCH_SIZE = 262_144
 
 
 def run_ours(bootstrap: str, topic: str, records: int, value: bytes) -> float:
-    producer = KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": ByteArraySerializer,
-                              "value.serializer": ByteArraySerializer, "acks": "1", "linger.ms": LINGER_MS,
-                              "batch.size": BATCH_SIZE})
-    try:
-        producer.partitions_for(topic)
-        send = producer.send
-        started = time.perf_counter()
-        for _ in range(records):
-            send(topic, value)
-        producer.flush()
-        return time.perf_counter() - started
-    finally:
-        producer.close()
+    return time_sends(KafkaProducer({"bootstrap.servers": bootstrap, "key.serializer": ByteArraySerializer,
+                                     "value.serializer": ByteArraySerializer, "acks": "1", "linger.ms": LINGER_MS,
+                                     "batch.size": BATCH_SIZE}), topic, records, value)
 
 
 def run_kafka_python(bootstrap: str, topic: str, records: int, value: bytes) -> float:
-    producer = KafkaPythonProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS, batch_size=BATCH_SIZE)
-    try:
-        producer.partitions_for(topic)
-        send = producer.send
-        started = time.perf_counter()
-        for _ in range(records):
-            send(topic, value)
-        producer.flush()
-        return time.perf_counter() - started
-    finally:
-        producer.close()
+    return time_sends(KafkaPythonProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
+                                          batch_size=BATCH_SIZE), topic, records, value)
 
 
 def run_confluent(bootstrap: str, topic: str, records: int, value: bytes) -> float:
     producer = ConfluentProducer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": LINGER_MS,
                                   "batch.size": BATCH_SIZE, "queue.buffering.max.messages": 2_000_000,
                                   "queue.buffering.max.kbytes": 2_000_000})
-    producer.list_topics(topic, timeout=10)
-    produce = producer.produce
-    started = time.perf_counter()
-    for _ in range(records):
-        while True:
-            try:
-                produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - started
-    if remaining:
-        raise RuntimeError(f"confluent-kafka left {remaining} records undelivered")
-    return elapsed
+    return time_confluent_produces(producer, topic, records, value)
 
 
 CLIENTS = {"ours": run_ours, "kafka-python": run_kafka_python, "confluent": run_confluent}

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.utils.time import MockTime
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_client import BadArgumentsError, NodeExistsError
 from kafka_edu.server.zk.zk_utils import (
-    BrokerInfo, JavaProperties, LeaderAndIsr, TopicAndPartition, ZkUtils, acls_json, config_change_json,
+    BrokerInfo, JavaProperties, LeaderAndIsr, ZkUtils, acls_json, config_change_json,
     controller_json, create_zk_client, decode_json, encode_json, entity_config_json, leader_and_isr_json,
     parse_acls_json, parse_controller_id, parse_partitions_json, parse_reassignment_json, partitions_json,
     reassignment_json, replica_assignment_json)
@@ -90,7 +91,7 @@ def test_controller_and_notifications():
     assert parse_controller_id(b"2") == 2                       # what 0.8.1 wrote
     assert config_change_json("topics", "test") == '{"version":1,"entity_type":"topics","entity_name":"test"}'
     text = '{"version":1,"partitions":[{"topic":"t","partition":0},{"topic":"u","partition":3}]}'
-    assert partitions_json([TopicAndPartition("t", 0), ("u", 3)]) == text
+    assert partitions_json([TopicPartition("t", 0), ("u", 3)]) == text
     assert parse_partitions_json(text) == [("t", 0), ("u", 3)]
     text = '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[3,4,5]}]}'
     assert reassignment_json({("t", 0): [3, 4, 5]}) == text

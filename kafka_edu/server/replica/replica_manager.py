@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record import errors as record_errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -21,7 +22,7 @@ from kafka_edu.server.purgatory.delayed_operation import DelayedOperationPurgato
 from kafka_edu.server.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
 from kafka_edu.server.replica.partition import Partition, PartitionState
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, TopicAndPartition
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +382,7 @@ class _Maintenance:
                 return
             changed, self.isr_change_set = sorted(self.isr_change_set), set()
             self.last_isr_propagation_ms = now
-        self.zk_utils.propagate_isr_changes(TopicAndPartition(*tp) for tp in changed)
+        self.zk_utils.propagate_isr_changes(TopicPartition(*tp) for tp in changed)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every local replica's HW to `replication-offset-checkpoint` in its log dir."""

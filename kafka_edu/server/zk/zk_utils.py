@@ -4,8 +4,9 @@
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping
 
+from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZnodeStat
@@ -187,11 +188,6 @@ def consumer_group_dir(group: str) -> str:
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb 63293b42
-class TopicAndPartition(NamedTuple):
-    topic: str
-    partition: int
-
-
 @dataclass(frozen=True)
 class BrokerInfo:
     """A broker as registered in /brokers/ids/N (JSON versions 1 to 3)."""
@@ -274,14 +270,14 @@ def parse_controller_id(data: "bytes | str") -> int:
     raise ValueError(f"cannot parse controller id from {data!r}")
 
 
-def partitions_json(partitions: Iterable[TopicAndPartition]) -> str:
+def partitions_json(partitions: Iterable[TopicPartition]) -> str:
     """The list format shared by preferred-replica election and ISR change notifications."""
     return encode_json({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def parse_partitions_json(data: "bytes | str") -> list[TopicAndPartition]:
+def parse_partitions_json(data: "bytes | str") -> list[TopicPartition]:
     m = decode_json(data) or {}
-    return [TopicAndPartition(e["topic"], int(e["partition"])) for e in m.get("partitions", [])]
+    return [TopicPartition(e["topic"], int(e["partition"])) for e in m.get("partitions", [])]
 
 
 def reassignment_json(reassignment: Mapping[tuple[str, int], Iterable[int]]) -> str:
@@ -289,9 +285,9 @@ def reassignment_json(reassignment: Mapping[tuple[str, int], Iterable[int]]) -> 
         {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in reassignment.items()]})
 
 
-def parse_reassignment_json(data: "bytes | str") -> dict[TopicAndPartition, list[int]]:
+def parse_reassignment_json(data: "bytes | str") -> dict[TopicPartition, list[int]]:
     m = decode_json(data) or {}
-    return {TopicAndPartition(e["topic"], int(e["partition"])): list(e["replicas"])
+    return {TopicPartition(e["topic"], int(e["partition"])): list(e["replicas"])
             for e in m.get("partitions", [])}
 
 
@@ -422,12 +418,12 @@ class ZkUtils:
                                                                 key=lambda e: int(e[0]))}
         return result
 
-    def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[TopicAndPartition, list[int]]:
-        return {TopicAndPartition(t, p): r
+    def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
+        return {TopicPartition(t, p): r
                 for t, parts in self.get_partition_assignment_for_topics(topics).items() for p, r in parts.items()}
 
-    def get_all_partitions(self) -> set[TopicAndPartition]:
-        return {TopicAndPartition(t, int(p)) for t in self.get_all_topics()
+    def get_all_partitions(self) -> set[TopicPartition]:
+        return {TopicPartition(t, int(p)) for t in self.get_all_topics()
                 for p in self.get_children_parent_may_not_exist(topic_partitions_path(t))}
 
     def get_leader_and_isr(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
@@ -479,7 +475,7 @@ class ZkUtils:
     def get_topics_marked_for_deletion(self) -> list[str]:
         return self.get_children_parent_may_not_exist(DELETE_TOPICS_PATH)
 
-    def get_partitions_being_reassigned(self) -> dict[TopicAndPartition, list[int]]:
+    def get_partitions_being_reassigned(self) -> dict[TopicPartition, list[int]]:
         data, _ = self.read_data_maybe_null(REASSIGN_PARTITIONS_PATH)
         return parse_reassignment_json(data) if data is not None else {}
 
@@ -493,15 +489,15 @@ class ZkUtils:
             return
         self.update_persistent_path(REASSIGN_PARTITIONS_PATH, reassignment_json(reassignment))
 
-    def write_preferred_replica_election(self, partitions: Iterable[TopicAndPartition]) -> None:
+    def write_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
         """Fails with NodeExistsError while a previous election is still being carried out."""
         self.create_persistent_path(PREFERRED_REPLICA_ELECTION_PATH, partitions_json(partitions))
 
-    def get_partitions_undergoing_preferred_replica_election(self) -> list[TopicAndPartition]:
+    def get_partitions_undergoing_preferred_replica_election(self) -> list[TopicPartition]:
         data, _ = self.read_data_maybe_null(PREFERRED_REPLICA_ELECTION_PATH)
         return parse_partitions_json(data) if data is not None else []
 
-    def propagate_isr_changes(self, partitions: Iterable[TopicAndPartition]) -> str:
+    def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
         """A partition leader tells the controller which ISRs it changed: one sequential znode."""
         return self.zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_NOTIFICATION_PREFIX}",
                               partitions_json(partitions), sequential=True, makepath=True)

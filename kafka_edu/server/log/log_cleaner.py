@@ -69,10 +69,6 @@ class SkimpyOffsetMap:
         self._buffer[:] = bytes(len(self._buffer))
         self.size = 0
 
-    @property
-    def utilization(self) -> float:
-        return self.size / self.slots
-
 
 # %% book/ch4_server/0308_log_cleaner.ipynb 223ca24d
 @dataclasses.dataclass

@@ -97,6 +97,3 @@ class MetadataCache:
 
     def get_alive_broker(self, broker_id: int) -> Broker | None:
         return self._alive_brokers.get(broker_id)
-
-    def is_broker_alive(self, broker_id: int) -> bool:
-        return broker_id in self._alive_brokers

@@ -182,11 +182,6 @@ def acl_path(resource_type: str, resource_name: str) -> str:
     return f"{ACL_PATH}/{resource_type}/{resource_name}"
 
 
-def consumer_group_dir(group: str) -> str:
-    """The old (ZooKeeper-based) consumer's group: ids/, offsets/<topic>/<p>, owners/<topic>/<p> below it."""
-    return f"{CONSUMERS_PATH}/{group}"
-
-
 # %% book/ch4_server/0600_zookeeper.ipynb 63293b42
 @dataclass(frozen=True)
 class BrokerInfo:

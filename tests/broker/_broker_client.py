@@ -1,12 +1,9 @@
 """An in-process broker on a free port and a blocking client speaking our protocol codec."""
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
+from blocking_client import CodecConnection
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
-from kafka_edu.common.protocol.header import RequestHeader, decode_response, encode_request
 from kafka_edu.common.record.compression import CompressionType
 from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka_edu.server.kafka_config import KafkaConfig
@@ -37,54 +34,8 @@ def values_of(data: bytes) -> list[bytes]:
     return [r.value for r in MemoryRecords(data).records()]
 
 
-class BrokerClient:
-    """One blocking connection: send a request, read its response."""
-
-    _ids = itertools.count(1)
-
-    def __init__(self, port: int, timeout: float = 20.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> BrokerClient:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def recv_exactly(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise EOFError("connection closed by the broker")
-            data += chunk
-        return bytes(data)
-
-    def send(self, api: int, version: int, body, correlation_id: int | None = None) -> int:
-        correlation_id = next(self._ids) if correlation_id is None else correlation_id
-        self.sock.sendall(encode_request(RequestHeader(api, version, correlation_id, "test"), body))
-        return correlation_id
-
-    def receive(self, api: int, version: int):
-        size = struct.unpack(">i", self.recv_exactly(4))[0]
-        return decode_response(self.recv_exactly(size), api, version)
-
-    def call(self, api: int, version: int, body):
-        sent = self.send(api, version, body)
-        correlation_id, response = self.receive(api, version)
-        assert correlation_id == sent
-        return response
-
-    def is_closed(self, timeout: float = 10.0) -> bool:
-        """True once the broker has closed this connection (recv returns EOF or reset)."""
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
+class BrokerClient(CodecConnection):
+    """One blocking connection to a broker on this host, with a method per request the tests use."""
 
     # --- conveniences -------------------------------------------------------------------------
     def metadata(self, topics, version: int = 5, **extra):

@@ -31,7 +31,7 @@ def test_acks_0_with_an_error_closes_the_connection(broker, client):
     """Acceptance test 6, second half: an acks=0 produce to an unknown partition closes the connection."""
     client.send(ApiKeys.PRODUCE, 7, {"acks": 0, "timeout_ms": 1000, "topic_data": [
         {"name": "nowhere-at-all", "partition_data": [{"index": 3, "records": records(b"lost")}]}]})
-    assert client.is_closed()
+    assert client.closed_by_peer(timeout=10)
     with BrokerClient(broker.bound_port()) as other:
         assert other.call(ApiKeys.API_VERSIONS, 0, {}).error_code == 0
 

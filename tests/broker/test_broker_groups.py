@@ -17,7 +17,6 @@ from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
-from kafka_edu.common.protocol.header import RequestHeader, encode_request
 from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.server.coordinator.offsets_topic import (GroupMetadataKey, OffsetKey, java_string_hash,
                                                         read_group_message_value, read_message_key,
@@ -50,11 +49,6 @@ class NamedClient(BrokerClient):
     def __init__(self, port: int, client_id: str):
         super().__init__(port)
         self.client_id = client_id
-
-    def send(self, api: int, version: int, body, correlation_id: int | None = None) -> int:
-        correlation_id = next(self._ids) if correlation_id is None else correlation_id
-        self.sock.sendall(encode_request(RequestHeader(api, version, correlation_id, self.client_id), body))
-        return correlation_id
 
 
 class Member:

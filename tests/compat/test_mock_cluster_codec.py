@@ -9,16 +9,14 @@ The mock auto-creates topics (4 partitions, replication factor 3) on the first M
 """
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 
 import pytest
+from blocking_client import CodecConnection
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
-from kafka_edu.common.protocol.header import RequestHeader, decode_response, encode_request
-from kafka_edu.common.protocol.types import INT32
 from kafka_edu.common.record.compression import CompressionType
 from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
@@ -30,42 +28,14 @@ METADATA_VERSION = 8
 BASE_TIMESTAMP = 1_700_000_000_000
 
 
-class Connection:
-    """One blocking connection speaking our codec: send a request, read its response."""
-
-    def __init__(self, host: str, port: int):
-        self.sock = socket.create_connection((host, port), timeout=15)
-        self.correlation_id = 0
-
-    def _read(self, n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    def request(self, api: ApiKeys, version: int, body: dict):
-        self.correlation_id += 1
-        self.sock.sendall(encode_request(RequestHeader(api, version, self.correlation_id, "kafka-edu-h1"), body))
-        frame = self._read(INT32.read(self._read(4)))
-        correlation_id, response = decode_response(frame, api, version)
-        assert correlation_id == self.correlation_id
-        return response
-
-    def close(self):
-        self.sock.close()
-
-
 def leader_of(cluster, topic: str, partition: int = 0) -> tuple[str, int]:
     """Ask the cluster (our Metadata request) for the partition's leader, waiting for auto-creation."""
     host, port = cluster.addresses[0]
-    conn = Connection(host, port)
+    conn = CodecConnection(port, host, timeout=15)
     try:
         for _ in range(50):
-            md = conn.request(ApiKeys.METADATA, METADATA_VERSION,
-                              {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+            md = conn.call(ApiKeys.METADATA, METADATA_VERSION,
+                           {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
             brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
             (found,) = [t for t in md.topics if t.name == topic]
             parts = {p.partition_index: p for p in found.partitions}
@@ -118,9 +88,10 @@ def test_our_produce_request_read_by_confluent_consumer(mock_cluster, codec):
     batch = builder.build()
     assert next(batch.batches()).compression_type is codec
 
-    conn = Connection(*leader_of(mock_cluster, topic))
+    host, port = leader_of(mock_cluster, topic)
+    conn = CodecConnection(port, host, timeout=15)
     try:
-        response = conn.request(ApiKeys.PRODUCE, PRODUCE_VERSION, {
+        response = conn.call(ApiKeys.PRODUCE, PRODUCE_VERSION, {
             "acks": -1, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
     finally:
@@ -147,9 +118,10 @@ def test_confluent_producer_batches_fetched_and_decoded_by_us(mock_cluster, code
         producer.produce(topic, value=value, key=key, partition=0, timestamp=timestamp, headers=list(headers))
     assert producer.flush(30) == 0
 
-    conn = Connection(*address)
+    host, port = address
+    conn = CodecConnection(port, host, timeout=15)
     try:
-        response = conn.request(ApiKeys.FETCH, FETCH_VERSION, {
+        response = conn.call(ApiKeys.FETCH, FETCH_VERSION, {
             "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,

@@ -1,11 +1,12 @@
 """A live SocketServer + handler pool with a scriptable test API, and a blocking test client."""
 from __future__ import annotations
 
-import socket
 import struct
 import threading
 import time
 from collections import Counter
+
+from blocking_client import FrameConnection
 
 from kafka_edu.common.network.network_send import NetworkSend
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -95,40 +96,16 @@ class Broker:
         return sum(len(p.connection_ids()) for p in self.server.processors)
 
 
-class Client:
-    """A blocking client speaking the size-prefixed request framing."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+class Client(FrameConnection):
+    """A blocking client speaking the size-prefixed request framing with raw bodies."""
 
     def send(self, correlation_id: int, body: bytes = b"", api_key: int = 18, api_version: int = 0) -> None:
-        payload = struct.pack(">hhi", api_key, api_version, correlation_id) + body
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self.send_frame(struct.pack(">hhi", api_key, api_version, correlation_id) + body)
 
     def receive(self) -> tuple[int, bytes]:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        payload = self._exactly(size)
+        payload = self.receive_frame()
         return struct.unpack(">i", payload[:4])[0], payload[4:]
 
     def request(self, correlation_id: int, body: bytes = b"") -> tuple[int, bytes]:
         self.send(correlation_id, body)
         return self.receive()
-
-    def closed_by_peer(self) -> bool:
-        """True once the broker has closed the connection (EOF or reset)."""
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _exactly(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise EOFError(f"connection closed after {len(data)} of {n} bytes")
-            data += chunk
-        return data

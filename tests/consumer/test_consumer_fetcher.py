@@ -1,0 +1,117 @@
+"""Fetcher against an in-process broker: order, max.poll.records, stale data, resets, pause."""
+from __future__ import annotations
+
+import pytest
+from _consumer_helpers import create_topic, start_broker
+
+from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient
+from kafka_edu.clients.consumer.fetcher import Fetcher, NoOffsetForPartitionError
+from kafka_edu.clients.consumer.subscription_state import OffsetAndMetadata, OffsetResetStrategy, SubscriptionState
+from kafka_edu.clients.metadata import Metadata
+from kafka_edu.clients.network_client import NetworkClient
+from kafka_edu.clients.producer.kafka_producer import KafkaProducer
+from kafka_edu.clients.producer.serializers import StringDeserializer
+from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.network.selector import KSelector
+
+P0, P1 = TopicPartition("f", 0), TopicPartition("f", 1)
+COUNT = 60
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    server = start_broker(tmp_path_factory.mktemp("fetcher"))
+    create_topic(server, "f", 2)
+    producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{server.bound_port()}", "linger.ms": 5,
+                              "compression.type": "gzip",
+                              "key.serializer": "kafka_edu.clients.producer.serializers.StringSerializer",
+                              "value.serializer": "kafka_edu.clients.producer.serializers.StringSerializer"})
+    for i in range(COUNT):
+        producer.send("f", f"v{i}", partition=i % 2)
+    producer.flush()
+    producer.close()
+    yield server
+    server.shutdown()
+
+
+def make(server, reset=OffsetResetStrategy.EARLIEST, **kwargs):
+    metadata = Metadata()
+    metadata.bootstrap([("127.0.0.1", server.bound_port())])
+    client = ConsumerNetworkClient(NetworkClient(KSelector(), metadata), metadata)
+    subs = SubscriptionState(reset)
+    subs.assign_from_user([P0, P1])
+    metadata.set_topics(["f"])
+    client.await_metadata_update(10_000)
+    fetcher = Fetcher(client, subs, metadata, value_deserializer=StringDeserializer(), **kwargs)
+    return client, subs, fetcher
+
+
+def poll(client, fetcher, rounds=100):
+    for _ in range(rounds):
+        records = fetcher.fetched_records()
+        if records:
+            return records
+        fetcher.send_fetches()
+        client.poll(50)
+    return {}
+
+
+def test_every_record_once_in_order_within_max_poll_records(server):
+    client, subs, fetcher = make(server, max_poll_records=7)
+    fetcher.update_fetch_positions(subs.assigned_partitions())
+    got = {P0: [], P1: []}
+    while sum(map(len, got.values())) < COUNT:
+        batch = poll(client, fetcher)
+        assert batch and sum(map(len, batch.values())) <= 7
+        for tp, records in batch.items():
+            got[tp] += [(r.offset, r.value) for r in records]
+    assert got[P0] == [(i, f"v{2 * i}") for i in range(COUNT // 2)]
+    assert got[P1] == [(i, f"v{2 * i + 1}") for i in range(COUNT // 2)]
+    assert subs.position(P0) == subs.position(P1) == COUNT // 2
+    assert poll(client, fetcher, rounds=3) == {}
+    client.close()
+
+
+def test_committed_offset_wins_over_reset_and_latest_reset(server):
+    client, subs, fetcher = make(server, reset=OffsetResetStrategy.LATEST)
+    subs.committed(P0, OffsetAndMetadata(10))
+    fetcher.update_fetch_positions(subs.assigned_partitions())
+    assert subs.position(P0) == 10 and subs.position(P1) == COUNT // 2
+    client.close()
+
+
+def test_seek_drops_buffered_records_and_pause_stops_fetching(server):
+    client, subs, fetcher = make(server, max_poll_records=1)
+    subs.seek(P0, 0)
+    subs.seek(P1, 0)
+    subs.pause(P1)
+    first = poll(client, fetcher)
+    assert list(first) == [P0] and first[P0][0].offset == 0
+    subs.seek(P0, 20)                          # the rest of the buffered fetch is now stale
+    again = poll(client, fetcher)
+    assert again[P0][0].offset == 20 and again[P0][0].value == "v40"
+    client.close()
+
+
+def test_out_of_range_resets_or_raises(server):
+    client, subs, fetcher = make(server)
+    subs.seek(P0, 10_000)
+    subs.pause(P1)
+    assert poll(client, fetcher, rounds=20) == {}
+    assert subs.is_offset_reset_needed(P0)
+    fetcher.update_fetch_positions([P0])
+    assert subs.position(P0) == 0
+    client.close()
+    client, subs, fetcher = make(server, reset=OffsetResetStrategy.NONE)
+    with pytest.raises(NoOffsetForPartitionError):
+        fetcher.update_fetch_positions([P0])
+    subs.seek(P0, 10_000)
+    subs.pause(P1)
+    with pytest.raises(NoOffsetForPartitionError):
+        poll(client, fetcher, rounds=20)
+    client.close()
+
+
+def test_max_poll_records_must_be_positive(server):
+    with pytest.raises(ValueError):
+        make(server, max_poll_records=0)

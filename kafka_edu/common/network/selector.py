@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive
 from kafka_edu.common.network.network_send import Send
+from kafka_edu.common.network.wakeup import Wakeup
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -61,10 +62,8 @@ class KSelector:
         self.completed_receives: list[NetworkReceive] = []
         self.disconnected: list[str] = []
         self.connected: list[str] = []
-        self._wakeup_reader, self._wakeup_writer = socket.socketpair()
-        for sock in (self._wakeup_reader, self._wakeup_writer):
-            sock.setblocking(False)
-        self._selector.register(self._wakeup_reader, selectors.EVENT_READ, None)
+        self._wakeup = Wakeup()
+        self._wakeup.register(self._selector)
 
     # --- connections ----------------------------------------------------------------------
     def connect(self, id: str, address: tuple[str, int], send_buffer_size: int = DEFAULT_BUFFER_SIZE,
@@ -112,10 +111,7 @@ class KSelector:
 
     def wakeup(self) -> None:
         """Make a poll that is waiting (or the next one) return at once; any thread may call it."""
-        try:
-            self._wakeup_writer.send(b"\x00")
-        except (BlockingIOError, OSError):
-            pass  # a wakeup is already pending, or the selector is closed
+        self._wakeup.wakeup()
 
     def close(self, id: str | None = None) -> None:
         """Close one connection (not reported in `disconnected`: the caller knows), or all of them."""
@@ -127,8 +123,7 @@ class KSelector:
         for channel in list(self.channels.values()):
             self._close_channel(channel)
         self._selector.close()
-        self._wakeup_reader.close()
-        self._wakeup_writer.close()
+        self._wakeup.close()
 
     def _channel_or_fail(self, id: str) -> KafkaChannel:
         channel = self.channels.get(id)
@@ -150,8 +145,8 @@ class KSelector:
             if id in self.channels:
                 self._poll_channel(self.channels[id], selectors.EVENT_WRITE, now_ns)
         for key, events in ready:
-            if key.data is None:
-                self._drain_wakeups()
+            if key.data is self._wakeup:
+                self._wakeup.drain()
             elif key.data.id in self.channels:
                 self._poll_channel(key.data, events, now_ns)
         self._add_to_completed_receives()
@@ -211,13 +206,6 @@ class KSelector:
         self.completed_receives = []
         self.connected = []
         self.disconnected = []
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wakeup_reader.recv(1024):
-                pass
-        except BlockingIOError:
-            return
 
     def _update_interest(self, channel: KafkaChannel) -> None:
         wanted = selectors.EVENT_WRITE if channel.id in self._connecting else channel.interest()

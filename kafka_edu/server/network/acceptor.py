@@ -5,6 +5,7 @@ import logging
 import selectors
 import socket
 
+from kafka_edu.common.network.wakeup import Wakeup
 from kafka_edu.server.kafka_config import EndPoint
 from kafka_edu.server.network.abstract_server_thread import AbstractServerThread
 from kafka_edu.server.network.connection_quotas import ConnectionQuotas, TooManyConnectionsError
@@ -52,9 +53,7 @@ class Acceptor(AbstractServerThread):
         self.processors = processors
         self._send_buffer_size = send_buffer_size
         self._selector = selectors.DefaultSelector()
-        self._wakeup_reader, self._wakeup_writer = socket.socketpair()
-        for sock in (self._wakeup_reader, self._wakeup_writer):
-            sock.setblocking(False)
+        self._wakeup = Wakeup()
         for processor in processors:
             processor.startup()
         for processor in processors:
@@ -62,15 +61,15 @@ class Acceptor(AbstractServerThread):
 
     def run(self) -> None:
         self._selector.register(self._server_socket, selectors.EVENT_READ, "accept")
-        self._selector.register(self._wakeup_reader, selectors.EVENT_READ, "wakeup")
+        self._wakeup.register(self._selector)
         self.startup_complete()
         current = 0
         try:
             while self.is_running:
                 try:
                     for key, _ in self._selector.select(ACCEPT_POLL_MS / 1000):
-                        if key.data == "wakeup":
-                            self._drain_wakeups()
+                        if key.data is self._wakeup:
+                            self._wakeup.drain()
                         elif self._accept(self.processors[current]):
                             current = (current + 1) % len(self.processors)
                 except Exception:
@@ -78,15 +77,11 @@ class Acceptor(AbstractServerThread):
         finally:
             self._selector.close()
             self._server_socket.close()
-            self._wakeup_reader.close()
-            self._wakeup_writer.close()
+            self._wakeup.close()
             self.shutdown_complete()
 
     def wakeup(self) -> None:
-        try:
-            self._wakeup_writer.send(b"\x00")
-        except (BlockingIOError, OSError):
-            pass  # a wakeup is already pending, or the thread has finished
+        self._wakeup.wakeup()
 
     def _accept(self, processor: Processor) -> bool:
         try:
@@ -107,10 +102,3 @@ class Acceptor(AbstractServerThread):
                      "connections.", exc.address, exc.max_connections)
             self.close_socket(sock, remote_host)
         return True
-
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wakeup_reader.recv(512):
-                pass
-        except BlockingIOError:
-            pass

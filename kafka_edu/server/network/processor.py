@@ -9,6 +9,7 @@ import socket
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import InvalidReceiveError, NetworkReceive, TruncatedFrameError
 from kafka_edu.common.network.network_send import Send
+from kafka_edu.common.network.wakeup import Wakeup
 from kafka_edu.common.utils.time import Time
 from kafka_edu.server.network.abstract_server_thread import AbstractServerThread
 from kafka_edu.server.network.connection_quotas import ConnectionQuotas
@@ -39,10 +40,8 @@ class Processor(AbstractServerThread):
         self._completed_receives: list[NetworkReceive] = []
         self._completed_sends: list[Send] = []
         self._selector = selectors.DefaultSelector()
-        self._wakeup_reader, self._wakeup_writer = socket.socketpair()
-        for sock in (self._wakeup_reader, self._wakeup_writer):
-            sock.setblocking(False)
-        self._selector.register(self._wakeup_reader, selectors.EVENT_READ, None)
+        self._wakeup = Wakeup()
+        self._wakeup.register(self._selector)
         self._wakeup_pending = False    # a wake-up byte is written and not yet drained
 
     # --- called from other threads -------------------------------------------------------------
@@ -56,10 +55,7 @@ class Processor(AbstractServerThread):
         if self._wakeup_pending:
             return
         self._wakeup_pending = True
-        try:
-            self._wakeup_writer.send(b"\x00")
-        except (BlockingIOError, OSError):
-            pass  # the socket pair is full of wake-ups, or the thread has finished
+        self._wakeup.wakeup()
 
     def connection_ids(self) -> list[str]:
         """Ids of the connections this Processor holds now (a snapshot)."""
@@ -128,7 +124,7 @@ class Processor(AbstractServerThread):
         now = self._time.milliseconds()
         for key, events in ready:
             channel = key.data
-            if channel is None:
+            if channel is self._wakeup:
                 self._drain_wakeups()
             elif channel.id in self._channels:
                 self._handle_io(channel, events, now)
@@ -213,12 +209,8 @@ class Processor(AbstractServerThread):
                 break
             self.close_socket(sock, remote_host)
         self._selector.close()
-        self._wakeup_reader.close()
-        self._wakeup_writer.close()
+        self._wakeup.close()
 
     def _drain_wakeups(self) -> None:
-        try:
-            self._wakeup_reader.recv(4096)   # any bytes left over wake the next select at once
-        except BlockingIOError:
-            pass
+        self._wakeup.drain()
         self._wakeup_pending = False         # after the drain, before the responses are taken

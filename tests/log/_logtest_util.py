@@ -29,7 +29,3 @@ def legacy_wrapper(inner: list[bytes], codec: int = 1, magic: int = 1, timestamp
     value = compress(CompressionType.for_id(codec), renumbered, magic)
     return legacy_message(value, None, magic=magic, timestamp=timestamp, offset=len(inner) - 1,
                           attributes=codec)
-
-
-def offsets_of(records) -> list[int]:
-    return [entry.offset for entry in records.entries()]

@@ -79,9 +79,14 @@ class ConsumerCoordinator(AbstractCoordinator):
         """Called by every poll(): rejoin first if the subscription or the group asks for it."""
         if not self.subscriptions.partitions_auto_assigned():
             return
-        if self.subscriptions.subscription_type is SubscriptionType.AUTO_PATTERN:
-            self.client.await_metadata_update(self.client.unsent_expiry_ms)   # no rebalance on stale metadata
+        if self.subscriptions.subscription_type is SubscriptionType.AUTO_PATTERN and self.need_rejoin():
+            self.ensure_fresh_metadata()                    # no rebalance on stale pattern matches
         self.ensure_active_group()
+
+    def ensure_fresh_metadata(self) -> None:
+        """Wait for a metadata update only when one is requested or due."""
+        if self.metadata.update_requested() or self.metadata.time_to_next_update(self.time.milliseconds()) == 0:
+            self.client.await_metadata_update(self.client.unsent_expiry_ms)
 
     def on_join_prepare(self, generation: int, member_id: str) -> None:
         self.maybe_auto_commit_offsets_sync()
@@ -98,7 +103,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         subscriptions = {m: ConsumerProtocol.deserialize_subscription(data) for m, data in members.items()}
         self.subscriptions.group_subscribe(t for s in subscriptions.values() for t in s.topics)
         self.metadata.set_topics(self.subscriptions.group_subscription)
-        self.client.await_metadata_update(self.client.unsent_expiry_ms)
+        self.ensure_fresh_metadata()
         self.assignment_snapshot = self.metadata_snapshot = self._snapshot(self.metadata.fetch())
         assignment = assignor.assign(self.metadata.fetch(), subscriptions)
         self._event("assign", f"{assignor.name}: " + "; ".join(

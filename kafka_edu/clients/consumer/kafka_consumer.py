@@ -92,7 +92,7 @@ def _deserializer(key: str, spec, configs: Mapping[str, Any], is_key: bool) -> D
     return spec
 
 
-# %% book/ch3_consumer/0409_kafka_consumer.ipynb afa4107f
+# %% book/ch3_consumer/0409_kafka_consumer.ipynb edfff0ab
 class ConcurrentModificationError(RuntimeError):
     """Two threads used one KafkaConsumer at the same time (it is not thread-safe)."""
 

@@ -48,13 +48,17 @@ def wait_for(predicate, timeout: float = 10.0, what: str = "condition", interval
     raise TimeoutError(f"{what} not ready after {timeout}s")
 
 
-def four_letter(port: int, word: bytes) -> bytes:
+def four_letter(port: int, word: bytes, limit: int = 64) -> bytes:
+    """Send a four-letter word and read the answer until the server closes (or `limit` bytes)."""
+    answer = b""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
             s.sendall(word)
-            return s.recv(64)
+            while len(answer) < limit and (chunk := s.recv(limit - len(answer))):
+                answer += chunk
     except OSError:
-        return b""
+        pass
+    return answer
 
 
 def stop(proc: subprocess.Popen, grace: float = 10) -> None:
@@ -69,7 +73,13 @@ def stop(proc: subprocess.Popen, grace: float = 10) -> None:
 
 
 class ZooKeeperServer:
-    """Debian's ZooKeeper started standalone on a free port, ready once it answers `ruok`."""
+    """Debian's ZooKeeper started standalone on a free port.
+
+    It is ready once `srvr` reports a mode: `ruok` answers `imok` as soon as the port accepts,
+    before the database is loaded, so a client connecting then can hang or be dropped.
+    Test data needs no durability, so `forceSync=no` keeps a slow disk's fsync (which on
+    ext4 waits for every dirty page other tests left behind) off the session-creation path.
+    """
 
     def __init__(self, workdir: Path):
         self.port = free_port()
@@ -94,18 +104,20 @@ class ZooKeeperServer:
     def start(self) -> "ZooKeeperServer":
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
-             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dzookeeper.forceSync=no",
              "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.config)],
             stdout=subprocess.DEVNULL, stderr=open(self.workdir / "zookeeper.log", "wb"))
         try:
-            wait_for(lambda: self.proc.poll() is not None or four_letter(self.port, b"ruok") == b"imok",
-                     30, "ZooKeeper")
+            wait_for(lambda: self.proc.poll() is not None or self.serving(), 60, "ZooKeeper")
         except TimeoutError:
             self.stop()
             raise
         if self.proc.poll() is not None:
             raise RuntimeError("ZooKeeper exited: " + (self.workdir / "zookeeper.log").read_text()[-2000:])
         return self
+
+    def serving(self) -> bool:
+        return b"Mode: " in four_letter(self.port, b"srvr", 4096)
 
     def stop(self) -> None:
         if self.proc:

@@ -18,7 +18,7 @@ def test_zookeeper_starts_answers_and_stops(tmp_path):
     try:
         assert four_letter(server.port, b"ruok") == b"imok"
         zk = KazooClient(hosts=server.connect, timeout=10)
-        zk.start(timeout=10)
+        zk.start(timeout=30)
         zk.create("/brokers/ids/0", b'{"host":"127.0.0.1"}', ephemeral=True, makepath=True)
         assert zk.get_children("/brokers/ids") == ["0"]
         zk.stop()

@@ -42,7 +42,8 @@ def test_every_api_and_version_is_declared():
                 "DESCRIBE_GROUPS": 4, "LIST_GROUPS": 2, "SASL_HANDSHAKE": 1, "SASL_AUTHENTICATE": 1, "API_VERSIONS": 2,
                 "CREATE_TOPICS": 4, "DELETE_TOPICS": 3, "INIT_PRODUCER_ID": 1, "DESCRIBE_CONFIGS": 2,
                 "CREATE_PARTITIONS": 1, "DESCRIBE_ACLS": 1, "CREATE_ACLS": 1, "DELETE_ACLS": 1, "LEADER_AND_ISR": 1,
-                "STOP_REPLICA": 0, "UPDATE_METADATA": 4, "CONTROLLED_SHUTDOWN": 1}
+                "STOP_REPLICA": 0, "UPDATE_METADATA": 4, "CONTROLLED_SHUTDOWN": 1,
+                "DELETE_GROUPS": 1}   # DeleteGroups (Kafka 1.1): beyond DESIGN.md's list, for consumer-groups --delete
     assert {k.name: k.max_version for k in ApiKeys} == expected
     assert all(k.min_version == 0 for k in ApiKeys)
     for key in ApiKeys:   # only non-flexible versions are served
@@ -68,6 +69,12 @@ def test_spot_checks_against_the_specs():
     assert [f.name for f in ApiKeys.API_VERSIONS.response_schema(0).fields] == ["error_code", "api_keys"]
     assert ApiKeys.API_VERSIONS.request_schema(2).fields == ()
     assert ApiKeys.PRODUCE.request_schema(0) is ApiKeys.PRODUCE.request_schema(2)
+    delete_groups = ApiKeys.DELETE_GROUPS
+    assert delete_groups.value == 42 and delete_groups.flexible_from == 2
+    assert [f.name for f in delete_groups.request_schema(1).fields] == ["groups_names"]
+    assert [f.name for f in delete_groups.response_schema(0).fields] == ["throttle_time_ms", "results"]
+    assert [f.name for f in delete_groups.response_schema(1).field("results").type.type.fields] == \
+        ["group_id", "error_code"]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)

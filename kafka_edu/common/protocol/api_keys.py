@@ -52,6 +52,7 @@ class ApiKeys(IntEnum):
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
 
     @property
     def message(self) -> Message:

@@ -646,6 +646,21 @@ CREATE_PARTITIONS = Message(37, 'CreatePartitions', max_version=1, flexible_from
 )
 
 
+# %% book/ch2_producer/0402_api_schemas.ipynb 631ebd47
+DELETE_GROUPS = Message(42, 'DeleteGroups', max_version=1, flexible_from=2,
+    request=[
+        f('groups_names', Array(STRING)),
+    ],
+    response=[
+        f('throttle_time_ms', INT32),
+        array('results', 'DeletableGroupResult', fields=[
+            f('group_id', STRING),
+            f('error_code', INT16),
+        ]),
+    ],
+)
+
+
 # %% book/ch2_producer/0402_api_schemas.ipynb 63e49fce
 LEADER_AND_ISR = Message(4, 'LeaderAndIsr', max_version=1, flexible_from=4,
     request=[
@@ -750,4 +765,5 @@ MESSAGES: dict[int, Message] = {m.api_key: m for m in sorted(
     [PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
      OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
      LIST_GROUPS, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_ACLS,
-     CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE, CREATE_PARTITIONS], key=lambda m: m.api_key)}
+     CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE, CREATE_PARTITIONS,
+     DELETE_GROUPS], key=lambda m: m.api_key)}

@@ -489,5 +489,35 @@ class _Migration:
             self.join_purgatory.check_and_complete(GroupKey(group.group_id))
 
 
-class GroupCoordinator(_Migration, _Offsets, _Heartbeating, _Syncing, _Completing, _Joining, _Gate):
+# %% book/ch4_server/0703_group_coordinator.ipynb b9e1237a
+class _Deleting:
+    """DeleteGroups, Beyond 0.10 (mixin of GroupCoordinator)."""
+
+    def handle_delete_groups(self, group_ids: list[str]) -> dict[str, Errors]:
+        """One error per group: NONE once the group and its committed offsets are forgotten."""
+        return {group_id: self._delete_group(group_id) for group_id in group_ids}
+
+    def _delete_group(self, group_id: str) -> Errors:
+        error = self._gate(group_id)
+        if error is not None:
+            return error
+        manager = self.group_manager
+        group = manager.get_group(group_id)
+        if group is not None:
+            with group.lock:
+                if not group.in_state(GroupState.DEAD):
+                    if group.members or group.in_state(GroupState.PREPARING_REBALANCE, GroupState.AWAITING_SYNC):
+                        return Errors.NON_EMPTY_GROUP
+                    group.transition_to(GroupState.DEAD)
+                    removed = manager.delete_group(group_id, group)
+                    log.info("deleted group %s and its %d committed offsets", group_id, removed)
+                    return Errors.NONE
+        removed = manager.delete_group(group_id)      # no live group: at most its offsets are left
+        if not removed:
+            return Errors.GROUP_ID_NOT_FOUND
+        log.info("deleted the %d committed offsets of group %s", removed, group_id)
+        return Errors.NONE
+
+
+class GroupCoordinator(_Deleting, _Migration, _Offsets, _Heartbeating, _Syncing, _Completing, _Joining, _Gate):
     """Group membership and offsets for the groups whose `__consumer_offsets` partitions this broker leads."""

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 INVALID_OFFSET = -1
 
+Tombstones = dict[int, list[tuple[bytes, None]]]   # partition -> (key, None) records to append
+
 
 @dataclasses.dataclass(frozen=True)
 class OffsetConfig:
@@ -161,13 +163,35 @@ class _GroupCaches:
 
     def remove_group(self, group: GroupMetadata) -> None:
         """Forget a dead group and append its tombstone (not waited for)."""
+        tombstones: Tombstones = {}
+        self._drop_group(group, tombstones)
+        self._append_tombstones(tombstones, f"group {group.group_id}")
+
+    def has_offsets(self, group_id: str) -> bool:
+        with self._lock:
+            return any(name.group == group_id for name in self.offsets)
+
+    # --- tombstones: the one path that deletes ---------------------------------------------------
+    def _drop_offsets(self, names: list[GroupTopicPartition], tombstones: Tombstones) -> None:
+        """Uncache these offsets and queue a tombstone for each; call with the manager's lock held."""
+        for name in names:
+            del self.offsets[name]
+            tombstones.setdefault(self.partition_for(name.group), []).append(
+                (offset_commit_key(name.group, name.topic, name.partition), None))
+
+    def _drop_group(self, group: GroupMetadata, tombstones: Tombstones) -> None:
+        """Uncache a dead group and queue its tombstone, unless another group took its place."""
         with self._lock:
             if self.groups.get(group.group_id) is not group:
                 return
             del self.groups[group.group_id]
-        partition = self.partition_for(group.group_id)
-        self.storage.append(partition, self._records([(group_metadata_key(group.group_id), None)]),
-                          self._log_failure(f"tombstone of group {group.group_id}"))
+        tombstones.setdefault(self.partition_for(group.group_id), []).append((group_metadata_key(group.group_id), None))
+
+    def _append_tombstones(self, tombstones: Tombstones, what: str) -> None:
+        """One append per partition; nobody waits for it, a failure is logged."""
+        for partition, entries in sorted(tombstones.items()):
+            self.storage.append(partition, self._records(entries),
+                                self._log_failure(f"{len(entries)} tombstones ({what}) in partition {partition}"))
 
 
 # %% book/ch4_server/0702_offsets_topic.ipynb f190944a
@@ -344,36 +368,42 @@ class _Expiring:
     def delete_expired_offsets(self) -> int:
         """Drop offsets whose expiry passed (and Empty groups left with none); return how many offsets."""
         now = self.time.milliseconds()
-        tombstones: dict[int, list[tuple[bytes, None]]] = {}
+        tombstones: Tombstones = {}
         with self._offset_expire_lock:
             with self._lock:
                 expired = [name for name, o in self.offsets.items() if o.expire_timestamp < now]
-                for name in expired:
-                    del self.offsets[name]
-                    tombstones.setdefault(self.partition_for(name.group), []).append(
-                        (offset_commit_key(name.group, name.topic, name.partition), None))
+                self._drop_offsets(expired, tombstones)
                 with_offsets = {name.group for name in self.offsets}
                 candidates = [g for g in self.groups.values() if g.group_id not in with_offsets]
             for group in candidates:                 # group lock first, then ours: the coordinator's order
                 with group.lock:
-                    if group.in_state(GroupState.EMPTY) and not self._has_offsets(group.group_id):
+                    if group.in_state(GroupState.EMPTY) and not self.has_offsets(group.group_id):
                         group.transition_to(GroupState.DEAD)
-                        with self._lock:
-                            if self.groups.get(group.group_id) is group:
-                                del self.groups[group.group_id]
-                        tombstones.setdefault(self.partition_for(group.group_id), []).append(
-                            (group_metadata_key(group.group_id), None))
-        for partition, entries in sorted(tombstones.items()):
-            self.storage.append(partition, self._records(entries),
-                                self._log_failure(f"{len(entries)} tombstones in partition {partition}"))
+                        self._drop_group(group, tombstones)
+        self._append_tombstones(tombstones, "offset expiry")
         if expired:
             log.info("broker %d: removed %d expired offsets", self.broker_id, len(expired))
         return len(expired)
 
-    def _has_offsets(self, group_id: str) -> bool:
+
+# %% book/ch4_server/0702_offsets_topic.ipynb 18c8f46a
+class _Deleting:
+    """DeleteGroups' part of the manager (mixin of GroupMetadataManager)."""
+
+    def delete_group(self, group_id: str, group: GroupMetadata | None = None) -> int:
+        """Forget every committed offset of `group_id` and, if given, the Dead cached `group`, with a
+        tombstone for each; return how many offsets went. The coordinator holds the group's lock."""
+        if group is not None and (group.group_id != group_id or not group.in_state(GroupState.DEAD)):
+            raise ValueError(f"only a Dead group {group_id!r} can be deleted, not {group!r}")
+        tombstones: Tombstones = {}
         with self._lock:
-            return any(name.group == group_id for name in self.offsets)
+            names = [name for name in self.offsets if name.group == group_id]
+            self._drop_offsets(names, tombstones)
+        if group is not None:
+            self._drop_group(group, tombstones)
+        self._append_tombstones(tombstones, f"deletion of group {group_id}")
+        return len(names)
 
 
-class GroupMetadataManager(_Expiring, _Loading, _Storing, _GroupCaches):
+class GroupMetadataManager(_Deleting, _Expiring, _Loading, _Storing, _GroupCaches):
     """Caches of groups and offsets, kept durable in `__consumer_offsets` through a store."""

@@ -2,7 +2,8 @@
 
 Acceptance tests T22 (generations), T23 (heartbeat expiry), T25 (commit and join validation) and T26
 (offset expiry, here with a per-request retention) of seed-ch4b, plus every version edge of the nine
-group APIs and a restart. T24 (coordinator failover) needs a cluster and is not here.
+group APIs and a restart, and DeleteGroups (Beyond 0.10, Kafka 1.1). T24 (coordinator failover) needs a
+cluster and is not here.
 
 Members are plain connections: a parked JoinGroup or SyncGroup is sent on one connection and received
 later, while other connections go on talking to the coordinator.
@@ -425,5 +426,65 @@ def test_restart_keeps_committed_offsets_and_the_group(tmp_path):
             (group,) = describe(client, "keep")
             assert (group.group_state, len(group.members)) == ("Stable", 2)
             assert server.group_coordinator.group_manager.get_group("keep").generation_id == generation
+    finally:
+        server.shutdown()
+
+
+# --- DeleteGroups (Beyond 0.10, Kafka 1.1) -------------------------------------------------------------
+
+def delete_groups(client, *groups, version=1) -> list[tuple[str, Errors]]:
+    response = client.call(ApiKeys.DELETE_GROUPS, version, {"groups_names": list(groups)})
+    assert response.throttle_time_ms == 0
+    return [(r.group_id, Errors.for_code(r.error_code)) for r in response.results]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_delete_groups_refuses_a_live_group_and_deletes_what_it_leaves(broker, version):
+    group = f"doomed-v{version}"
+    (member,) = stable_group(broker, group, "solo")
+    assert member.commit({("orders", 0): 5, ("orders", 2): 9}) == {("orders", 0): Errors.NONE,
+                                                                  ("orders", 2): Errors.NONE}
+    with BrokerClient(broker.bound_port()) as client:
+        assert delete_groups(client, group, "never-seen", "", version=version) == [
+            (group, Errors.NON_EMPTY_GROUP), ("never-seen", Errors.GROUP_ID_NOT_FOUND), ("", Errors.INVALID_GROUP_ID)]
+        assert member.heartbeat() is Errors.NONE                       # the live group was not touched
+        left = member.client.call(ApiKeys.LEAVE_GROUP, 0, {"group_id": group, "member_id": member.member_id})
+        assert left.error_code == 0
+        assert describe(client, group)[0].group_state == "Dead"       # 0.10's rules: the group died ...
+        assert fetch_offsets(client, group, None)[1] == {("orders", 0): (5, "", Errors.NONE),
+                                                          ("orders", 2): (9, "", Errors.NONE)}   # ... its offsets stay
+
+        assert delete_groups(client, group, group, version=version) == [(group, Errors.NONE)]
+        _, found, _ = fetch_offsets(client, group, [("orders", 0), ("orders", 2)])
+        assert found == {("orders", 0): (-1, "", Errors.NONE), ("orders", 2): (-1, "", Errors.NONE)}
+        assert fetch_offsets(client, group, None)[1] == {}
+        assert group not in [g for g, _ in list_groups(client)[1]]
+        assert sorted(offsets_log(client, group)[-2:]) == [(OffsetKey(1, group, "orders", 0), None),
+                                                           (OffsetKey(1, group, "orders", 2), None)]
+        assert delete_groups(client, group, version=version) == [(group, Errors.GROUP_ID_NOT_FOUND)]
+    member.close()
+
+
+def test_a_deleted_group_stays_deleted_after_a_restart(tmp_path):
+    zookeeper = EmbeddedZooKeeper()
+    server = start_broker(tmp_path, zookeeper, **{"offsets.topic.num.partitions": 3})
+    try:
+        with BrokerClient(server.bound_port()) as client:
+            client.create_topic("orders", partitions=2)
+            wait_for(lambda: find_coordinator(client, "gone").error_code == 0, what="a coordinator")
+            for group in ("gone", "kept"):
+                assert commit(client, group, {("orders", 0): 3, ("orders", 1): 4}) == {
+                    ("orders", 0): Errors.NONE, ("orders", 1): Errors.NONE}
+            assert delete_groups(client, "gone") == [("gone", Errors.NONE)]
+    finally:
+        server.shutdown()
+    server = start_broker(tmp_path, zookeeper, **{"offsets.topic.num.partitions": 3})
+    try:
+        with BrokerClient(server.bound_port()) as client:
+            _, kept, _ = wait_for(lambda: (r := fetch_offsets(client, "kept", None))[0] is Errors.NONE and r,
+                                  what="the groups to load")
+            assert kept == {("orders", 0): (3, "", Errors.NONE), ("orders", 1): (4, "", Errors.NONE)}
+            assert fetch_offsets(client, "gone", None)[:2] == (Errors.NONE, {})
+            assert delete_groups(client, "gone") == [("gone", Errors.GROUP_ID_NOT_FOUND)]
     finally:
         server.shutdown()

@@ -173,3 +173,9 @@ def test_a_stale_group_object_never_tombstones_the_cached_one(empty_groups):
     assert h.manager.get_group("g") is not stale and h.manager.get_group("g").state is GroupState.EMPTY
     written = h.records(h.manager.partition_for("g"))[before:]
     assert [(key, value) for _, key, value in written] == [(OffsetKey(1, "g", "t", 0), None)]
+
+
+def test_a_repeated_group_id_is_answered_once(book_rules):
+    h = book_rules
+    h.commit("g", "", -1, {("t", 0): 1})
+    assert delete(h, "g", "g") == {"g": Errors.NONE}

@@ -201,7 +201,7 @@ class _OffsetApis:
 
 # %% book/ch4_server/0704_group_apis.ipynb 0bb2b2cb
 class _GroupAdmin:
-    """DescribeGroups and ListGroups (mixin of `GroupApis`)."""
+    """DescribeGroups, ListGroups and (Beyond 0.10) DeleteGroups (mixin of `GroupApis`)."""
 
     def handle_describe_groups_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         operations = GROUP_OPERATIONS if header.api_version >= 3 and body.include_authorized_operations \
@@ -223,9 +223,14 @@ class _GroupAdmin:
         self.send_response(request, header, {"throttle_time_ms": 0, "error_code": error.code, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type} for g in groups]})
 
+    def handle_delete_groups_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        errors = self.coordinator.handle_delete_groups(list(body.groups_names))
+        self.send_response(request, header, {"throttle_time_ms": 0, "results": [
+            {"group_id": group_id, "error_code": error.code} for group_id, error in errors.items()]})
+
 
 class GroupApis(_GroupAdmin, _OffsetApis, _Membership, _FindCoordinator):
-    """The nine group APIs, served by a GroupCoordinator and registered into a KafkaApis."""
+    """The ten group APIs, served by a GroupCoordinator and registered into a KafkaApis."""
 
     def __init__(self, apis, coordinator: GroupCoordinator, admin_manager, metadata_cache):
         self.apis = apis
@@ -246,7 +251,8 @@ class GroupApis(_GroupAdmin, _OffsetApis, _Membership, _FindCoordinator):
                 ApiKeys.OFFSET_COMMIT: self.handle_offset_commit_request,
                 ApiKeys.OFFSET_FETCH: self.handle_offset_fetch_request,
                 ApiKeys.DESCRIBE_GROUPS: self.handle_describe_groups_request,
-                ApiKeys.LIST_GROUPS: self.handle_list_groups_request}
+                ApiKeys.LIST_GROUPS: self.handle_list_groups_request,
+                ApiKeys.DELETE_GROUPS: self.handle_delete_groups_request}
 
     def register(self) -> "GroupApis":
         for api_key, handler in self.handlers().items():

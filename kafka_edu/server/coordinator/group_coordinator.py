@@ -494,8 +494,8 @@ class _Deleting:
     """DeleteGroups, Beyond 0.10 (mixin of GroupCoordinator)."""
 
     def handle_delete_groups(self, group_ids: list[str]) -> dict[str, Errors]:
-        """One error per group: NONE once the group and its committed offsets are forgotten."""
-        return {group_id: self._delete_group(group_id) for group_id in group_ids}
+        """One error per group (a repeated id is answered once): NONE once the group and its offsets are gone."""
+        return {group_id: self._delete_group(group_id) for group_id in dict.fromkeys(group_ids)}
 
     def _delete_group(self, group_id: str) -> Errors:
         error = self._gate(group_id)

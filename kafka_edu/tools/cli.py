@@ -16,6 +16,18 @@ class ToolArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+class UsageError(Exception):
+    """A combination of options argparse cannot rule out: one line on stderr, exit status 2."""
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """The argparse type of KEY=VALUE options: split at the first '=' (a value may contain more)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def discover_tools() -> dict:
     """Every module under kafka_edu.tools that declares a COMMAND, keyed by that command."""
     tools = {}
@@ -42,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(discover_tools()).parse_args(argv)
     try:
         return args.tool.run(args)
+    except UsageError as e:
+        print(f"kafka-edu {args.command}: error: {e} (see --help)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `kafka-edu ... | head` closed our stdout; not an error

@@ -28,6 +28,11 @@ def key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def flag(text: str) -> bool:
+    """A boolean --property as Kafka's tools read one: "true" in any case is true, anything else false."""
+    return text.strip().lower() == "true"
+
+
 def discover_tools() -> dict:
     """Every module under kafka_edu.tools that declares a COMMAND, keyed by that command."""
     tools = {}

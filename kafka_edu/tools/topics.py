@@ -94,13 +94,13 @@ def parse_replica_assignment(text: str) -> list[list[int]]:
         raise UsageError(f"bad --replica-assignment {text!r}: expected broker ids like 0:1,1:2") from None
 
 
-def topic_filter(pattern: str) -> re.Pattern:
+def topic_filter(pattern: str, option: str = "--topic") -> re.Pattern:
     """0.10's topic whitelist: a regular expression matched against the whole name; ',' means '|'."""
     text = pattern.strip().replace(",", "|").replace(" ", "").strip("\"'")
     try:
         return re.compile(text)
     except re.error as e:
-        raise UsageError(f"--topic {pattern!r} is not a valid regular expression: {e}") from None
+        raise UsageError(f"{option} {pattern!r} is not a valid regular expression: {e}") from None
 
 
 def run(args) -> int:

@@ -387,3 +387,25 @@ class ClusterAdmin:
                         raise KafkaError(error, f"committing offsets of group {group_id!r} for "
                                                 f"{TopicPartition(topic.name, p.partition_index)}")
         self._coordinated(group_id, attempt)
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaError | None]:
+        """Delete inactive groups with their committed offsets; per group None (deleted) or the KafkaError."""
+        if isinstance(group_ids, str):
+            raise TypeError(f"group_ids is a collection of group ids, not the string {group_ids!r}")
+        results: dict[str, KafkaError | None] = {}
+        for group_id in dict.fromkeys(group_ids):
+            def attempt(coordinator: Node, deadline: int, group_id=group_id) -> KafkaError | None:
+                response = self._send(coordinator, ApiKeys.DELETE_GROUPS, {"groups_names": [group_id]}, deadline)
+                (result,) = response.results
+                error = Errors.for_code(result.error_code)
+                if error is Errors.NONE:
+                    return None
+                failure = KafkaError(error)             # the result's key names the group
+                if failure.retriable:                   # the coordinator moved or is loading: find it again
+                    raise failure
+                return failure
+            try:
+                results[group_id] = self._coordinated(group_id, attempt)
+            except KafkaError as exc:                   # retried until the timeout, or finding the coordinator failed
+                results[group_id] = exc
+        return results

@@ -12,13 +12,9 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 
 COMMAND = "consumer-groups"
-HELP = ("List consumer groups, describe their offsets and lag, and reset their committed offsets "
-        "(Kafka's kafka-consumer-groups.sh).")
+HELP = ("List consumer groups, describe their offsets and lag, reset their committed offsets, and delete "
+        "inactive groups (Kafka's kafka-consumer-groups.sh).")
 
-DELETE_NEEDS_ZOOKEEPER = (
-    "Option '[delete]' is only valid with '[zookeeper]'. Note that there's no need to delete group "
-    "metadata for the new consumer as the group is deleted when the last committed offset for that "
-    "group expires.")
 DESCRIBE_FORMAT = "{:<30} {:<30} {:<10} {:<15} {:<15} {:<15} {}"
 RESET_FORMAT = "{:<30} {:<30} {:<10} {}"
 INACTIVE_STATES = ("Empty", "Dead")
@@ -37,10 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--describe", action="store_true",
                         help="show each partition's committed offset, log end offset, lag and owner")
     action.add_argument("--delete", action="store_true",
-                        help="delete a group (only ZooKeeper-based groups, as in Kafka 0.10)")
+                        help="(Beyond 0.10) delete inactive groups and their committed offsets")
     action.add_argument("--reset-offsets", action="store_true",
                         help="(Beyond 0.10) plan, or with --execute commit, new offsets for an inactive group")
-    parser.add_argument("--group", help="the consumer group")
+    parser.add_argument("--group", action="append", default=[],
+                        help="the consumer group (with --delete: repeatable)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                         help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
     parser.add_argument("--all-topics", action="store_true",
@@ -59,14 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args) -> None:
     """The option rules argparse cannot express; raises UsageError."""
-    if args.delete:
-        raise UsageError(DELETE_NEEDS_ZOOKEEPER)
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    if (args.describe or args.reset_offsets) and not args.group:
-        raise UsageError(f"--{'describe' if args.describe else 'reset-offsets'} needs --group")
     if args.list and args.group:
         raise UsageError("--group is not valid with --list")
+    action = "describe" if args.describe else "delete" if args.delete else "reset-offsets" if args.reset_offsets else None
+    if action and not args.group:
+        raise UsageError(f"--{action} needs --group")
+    if len(args.group) > 1 and not args.delete:
+        raise UsageError(f"--{action} takes a single --group")
     reset_only = {"--topic": args.topic, "--all-topics": args.all_topics, "--to-earliest": args.to_earliest,
                   "--to-latest": args.to_latest, "--to-offset": args.to_offset is not None,
                   "--shift-by": args.shift_by is not None, "--execute": args.execute, "--dry-run": args.dry_run}
@@ -108,7 +106,9 @@ def run(args) -> int:
             if args.list:
                 return list_groups(admin)
             if args.describe:
-                return describe_group(admin, args.group)
+                return describe_group(admin, args.group[0])
+            if args.delete:
+                return delete_groups(admin, args.group)
             return reset_offsets(admin, args)
     except ValueError as e:            # a malformed --bootstrap-server
         print(f"kafka-edu {COMMAND}: error: {e} (see --help)", file=sys.stderr)
@@ -215,17 +215,39 @@ def reset_plan(admin: ClusterAdmin, args, committed: dict[TopicPartition, Offset
 
 
 def reset_offsets(admin: ClusterAdmin, args) -> int:
-    group = admin.describe_group(args.group)
+    (group_id,) = args.group
+    group = admin.describe_group(group_id)
     if group.state not in INACTIVE_STATES:
-        print(f"Error: Assignments can only be reset if the group '{args.group}' is inactive, "
+        print(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
               f"but the current state is {group.state}.", file=sys.stderr)
         return 1
-    plan = reset_plan(admin, args, admin.list_group_offsets(args.group))
+    plan = reset_plan(admin, args, admin.list_group_offsets(group_id))
     if args.execute:
-        admin.commit_group_offsets(args.group, plan)
+        admin.commit_group_offsets(group_id, plan)
     print(RESET_FORMAT.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
     for tp, offset in plan.items():
-        print(RESET_FORMAT.format(args.group, tp.topic, tp.partition, offset))
+        print(RESET_FORMAT.format(group_id, tp.topic, tp.partition, offset))
     if not args.execute:
         print("(dry run: nothing was committed; add --execute to commit these offsets)", file=sys.stderr)
     return 0
+
+
+# %% book/ch5_tools/0600_consumer_groups.ipynb 701b0c54
+def _quoted(group_ids) -> str:
+    return ", ".join(f"'{group_id}'" for group_id in group_ids)
+
+
+def delete_groups(admin: ClusterAdmin, group_ids: list[str]) -> int:
+    """Delete each group; 0 if all went, 1 (with a line per failure on stderr) if any did not."""
+    results = admin.delete_consumer_groups(group_ids)
+    deleted = [group_id for group_id, error in results.items() if error is None]
+    if len(deleted) == len(results):
+        print(f"Deletion of requested consumer groups ({_quoted(deleted)}) was successful.")
+        return 0
+    print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+    for group_id, error in results.items():
+        if error is not None:
+            print(f"* Group '{group_id}' could not be deleted due to: {error}", file=sys.stderr)
+    if deleted:
+        print(f"These consumer groups were deleted successfully: {_quoted(deleted)}")
+    return 1

@@ -230,6 +230,41 @@ def test_retriable_coordinator_errors_refind_the_coordinator():
         broker.close()
 
 
+def test_delete_consumer_groups_sends_each_group_to_its_coordinator_and_reports_each():
+    """Beyond 0.10 (DeleteGroups): a moved coordinator is found again; refusals come back per group."""
+    brokers = scripted_cluster(2, {})
+    coordinators = {"a": brokers[0], "b": brokers[1], "c": brokers[1]}
+    answers = {"a": iter([Errors.NOT_COORDINATOR, Errors.NONE]), "b": iter([Errors.NON_EMPTY_GROUP]),
+               "c": iter([Errors.GROUP_ID_NOT_FOUND])}
+
+    def find_coordinator(header, body):
+        host, port = coordinators[body.key].address
+        return {"error_code": 0, "node_id": coordinators[body.key].node_id, "host": host, "port": port}
+
+    def delete_groups(header, body):
+        (group,) = body.groups_names
+        return {"throttle_time_ms": 0, "results": [{"group_id": group, "error_code": next(answers[group]).code}]}
+
+    for b in brokers:
+        b.handlers[ApiKeys.FIND_COORDINATOR] = find_coordinator
+        b.handlers[ApiKeys.DELETE_GROUPS] = delete_groups
+    try:
+        with ClusterAdmin(",".join("{}:{}".format(*b.address) for b in brokers), retry_backoff_ms=10) as admin:
+            results = admin.delete_consumer_groups(["a", "b", "c", "a"])
+            with pytest.raises(TypeError, match="not the string"):
+                admin.delete_consumer_groups("a")
+        assert list(results) == ["a", "b", "c"] and results["a"] is None
+        assert results["b"].error is Errors.NON_EMPTY_GROUP and results["c"].error is Errors.GROUP_ID_NOT_FOUND
+        assert str(results["b"]) == "NON_EMPTY_GROUP (68): The group still has members."
+        deletes = [(b.node_id, body.groups_names) for b in brokers for api, _, body in b.requests
+                   if api == ApiKeys.DELETE_GROUPS]
+        assert sorted(deletes) == [(1, ["a"]), (1, ["a"]), (2, ["b"]), (2, ["c"])]
+        assert {v for b in brokers for api, v, _ in b.requests if api == ApiKeys.DELETE_GROUPS} == {1}
+    finally:
+        for b in brokers:
+            b.close()
+
+
 def test_metadata_without_brokers_is_retried_not_adopted():
     """A broker listens before it registers: its first answers list no brokers at all."""
     broker = ScriptedBroker(node_id=0)

@@ -1,6 +1,7 @@
 """`kafka-edu consumer-groups`: usage errors (exit 2, one line), and --list / --describe /
---reset-offsets against a scripted coordinator built on tests/scripted_broker.py (every state and
-edge on demand), then against a kafka-edu broker coordinating a live confluent-kafka group."""
+--reset-offsets / --delete against a scripted coordinator built on tests/scripted_broker.py (every
+state and edge on demand), then against a kafka-edu broker coordinating a live confluent-kafka group.
+(--delete against a broker process and kafka-python: tests/compat/test_consumer_groups_delete.py.)"""
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +17,6 @@ from kafka_edu.common.protocol.consumer_protocol import Assignment, ConsumerProt
 from kafka_edu.tools.cli import main
 
 TP = TopicPartition
-DELETE_MESSAGE = ("Option '[delete]' is only valid with '[zookeeper]'. Note that there's no need to delete group "
-                  "metadata for the new consumer as the group is deleted when the last committed offset for that "
-                  "group expires.")
 
 
 def run(*argv):
@@ -39,7 +37,11 @@ B = ["--bootstrap-server", "127.0.0.1:9"]
     (B, "one of the arguments --list --describe --delete --reset-offsets is required"),
     (B + ["--list", "--describe"], "not allowed with argument"),
     (B + ["--describe"], "--describe needs --group"),
-    (B + ["--delete", "--group", "g"], DELETE_MESSAGE),
+    (B + ["--delete"], "--delete needs --group"),
+    (B + ["--delete", "--group", "g", "--to-earliest"], "--to-earliest is only valid with --reset-offsets"),
+    (B + ["--describe", "--group", "g", "--group", "h"], "--describe takes a single --group"),
+    (B + ["--reset-offsets", "--group", "g", "--group", "h", "--to-earliest", "--topic", "t"],
+     "--reset-offsets takes a single --group"),
     (B + ["--list", "--group", "g"], "--group is not valid with --list"),
     (B + ["--describe", "--group", "g", "--execute"], "--execute is only valid with --reset-offsets"),
     (B + ["--list", "--topic", "t"], "--topic is only valid with --reset-offsets"),
@@ -91,7 +93,8 @@ class Coordinator:
         self.broker = ScriptedBroker({
             ApiKeys.LIST_OFFSETS: self.list_offsets, ApiKeys.FIND_COORDINATOR: self.find_coordinator,
             ApiKeys.LIST_GROUPS: self.list_groups, ApiKeys.DESCRIBE_GROUPS: self.describe_groups,
-            ApiKeys.OFFSET_FETCH: self.offset_fetch, ApiKeys.OFFSET_COMMIT: self.offset_commit}, node_id=0)
+            ApiKeys.OFFSET_FETCH: self.offset_fetch, ApiKeys.OFFSET_COMMIT: self.offset_commit,
+            ApiKeys.DELETE_GROUPS: self.delete_groups}, node_id=0)
         self.broker.handlers[ApiKeys.METADATA] = metadata_answer([self.broker], {"orders": 3, "audit": 1})
 
     @property
@@ -139,6 +142,21 @@ class Coordinator:
         return {"topics": [{"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"], "error_code": 0} for p in t["partitions"]]}
             for t in body["topics"]]}
+
+    def delete_groups(self, header, body):
+        results = []
+        for group_id in body["groups_names"]:
+            state, _, _, members = self.groups.get(group_id, ("Dead", "", "", []))
+            if members or state in ("PreparingRebalance", "AwaitingSync"):
+                error = 68                                   # NON_EMPTY_GROUP
+            elif group_id in self.groups or group_id in self.offsets:
+                self.groups.pop(group_id, None)
+                self.offsets.pop(group_id, None)
+                error = 0
+            else:
+                error = 69                                   # GROUP_ID_NOT_FOUND
+            results.append({"group_id": group_id, "error_code": error})
+        return {"throttle_time_ms": 0, "results": results}
 
     def commits(self):
         return [body for api, _, body in self.broker.requests if api == ApiKeys.OFFSET_COMMIT]
@@ -230,6 +248,37 @@ def test_reset_refusals(coordinator):
     status, _, err = reset(coordinator, "reports", "--topic", "orders:1", "--shift-by", "3")
     assert status == 1 and "--shift-by needs a committed offset" in err
     assert coordinator.commits() == []
+
+
+def delete(coordinator, *groups):
+    return run("--bootstrap-server", coordinator.bootstrap, "--delete", *[a for g in groups for a in ("--group", g)])
+
+
+def test_delete_inactive_groups(coordinator):
+    assert delete(coordinator, "reports") == (0, "Deletion of requested consumer groups ('reports') was successful.\n", "")
+    assert "reports" not in coordinator.offsets and "reports" not in coordinator.groups
+    coordinator.offsets["orphan"] = {ORDERS[1]: 2}       # offsets of a group nobody is in (0.10's Dead group)
+    coordinator.groups["idle"] = ("Empty", "consumer", "", [])
+    assert delete(coordinator, "orphan", "idle") == (
+        0, "Deletion of requested consumer groups ('orphan', 'idle') was successful.\n", "")
+    status, out, _ = run("--bootstrap-server", coordinator.bootstrap, "--list")
+    assert (status, out) == (0, "billing\nmoving\n")
+    deletes = [body["groups_names"] for api, version, body in coordinator.broker.requests
+               if api == ApiKeys.DELETE_GROUPS]
+    assert deletes == [["reports"], ["orphan"], ["idle"]]       # one request per group, to its coordinator
+
+
+def test_delete_reports_each_failure_and_what_was_deleted(coordinator):
+    status, out, err = delete(coordinator, "billing", "reports", "nobody", "moving")
+    assert status == 1
+    assert err == ("Error: Deletion of some consumer groups failed:\n"
+                   "* Group 'billing' could not be deleted due to: NON_EMPTY_GROUP (68): The group still has members.\n"
+                   "* Group 'nobody' could not be deleted due to: GROUP_ID_NOT_FOUND (69): The group does not exist.\n"
+                   "* Group 'moving' could not be deleted due to: NON_EMPTY_GROUP (68): The group still has members.\n")
+    assert out == "These consumer groups were deleted successfully: 'reports'\n"
+    assert "billing" in coordinator.groups and "reports" not in coordinator.offsets
+    status, out, err = delete(coordinator, "nobody")
+    assert status == 1 and out == "" and err.count("\n") == 2
 
 
 # --- a kafka-edu broker and a live confluent-kafka group ------------------------------------------

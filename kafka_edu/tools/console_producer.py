@@ -59,7 +59,7 @@ PRODUCER_OPTIONS = (
     ("--timeout", "linger.ms", int, 1000, "ms a batch waits for more lines (linger.ms)"),
     ("--message-send-max-retries", "retries", int, 3, "how often a failed batch is sent again"),
     ("--retry-backoff-ms", "retry.backoff.ms", int, 100, "wait before a retry or a metadata refresh"),
-    ("--request-timeout-ms", "request.timeout.ms", int, 1500, "longest wait for a produce response"),
+    ("--request-timeout-ms", "request.timeout.ms", int, 30000, "longest wait for a produce response (0.10: 1500)"),
     ("--metadata-expiry-ms", "metadata.max.age.ms", int, 300000, "refresh metadata at least this often"),
     ("--max-block-ms", "max.block.ms", int, 60000, "longest time send() waits for metadata or memory"),
     ("--max-memory-bytes", "buffer.memory", int, 33554432, "memory for batches waiting to be sent"),

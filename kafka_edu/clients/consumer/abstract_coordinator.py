@@ -2,11 +2,12 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch3_consumer/0403_consumer_coordinator.ipynb 3df6aea3
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 
 from kafka_edu.clients.consumer.consumer_network_client import (ConsumerNetworkClient, DisconnectException,
-                                                                 RequestFuture)
+                                                                 RequestFuture, synchronized)
 from kafka_edu.common.cluster import Node
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
@@ -22,13 +23,16 @@ REJOIN_ERRORS = (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION, Errors.REB
 
 
 class Heartbeat:
-    """The clock arithmetic of group membership: when to heartbeat, and when the session is lost."""
+    """The clock arithmetic of group membership: when to heartbeat, when the session is lost, and
+    (Beyond 0.10, KIP-62) when the application has not called poll() for too long."""
 
-    def __init__(self, session_timeout_ms: int, heartbeat_interval_ms: int, time: Time = SYSTEM_TIME):
+    def __init__(self, session_timeout_ms: int, heartbeat_interval_ms: int, time: Time = SYSTEM_TIME,
+                 max_poll_interval_ms: int = 300_000):
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
         self.session_timeout_ms, self.heartbeat_interval_ms = session_timeout_ms, heartbeat_interval_ms
-        self.last_heartbeat_send = self.last_heartbeat_receive = self.last_session_reset = 0
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.last_heartbeat_send = self.last_heartbeat_receive = self.last_session_reset = self.last_poll = 0
         self._time = time
 
     def sent_heartbeat(self, now: int) -> None:
@@ -50,6 +54,17 @@ class Heartbeat:
     def session_timeout_expired(self, now: int) -> bool:
         return now - max(self.last_session_reset, self.last_heartbeat_receive) > self.session_timeout_ms
 
+    # --- Beyond 0.10: the poll timer of the heartbeat thread ------------------------------------
+    def poll(self, now: int) -> None:
+        """The application called poll() (or the member just joined): it is making progress."""
+        self.last_poll = now
+
+    def time_to_poll_timeout(self, now: int) -> int:
+        return max(0, self.last_poll + self.max_poll_interval_ms - now)
+
+    def poll_timeout_expired(self, now: int) -> bool:
+        return now - self.last_poll > self.max_poll_interval_ms
+
 
 # %% book/ch3_consumer/0403_consumer_coordinator.ipynb 8ff7c65c
 class AbstractCoordinator:
@@ -69,7 +84,9 @@ class AbstractCoordinator:
         self.client, self.group_id, self.time = client, group_id, time
         self.session_timeout_ms, self.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.heartbeat = Heartbeat(session_timeout_ms, heartbeat_interval_ms, time)
+        self.heartbeat = Heartbeat(session_timeout_ms, heartbeat_interval_ms, time, rebalance_timeout_ms)
+        self.heartbeat_thread: HeartbeatThread | None = None     # Beyond 0.10: started by the first join
+        self._heartbeat_in_flight = False
         self.coordinator: Node | None = None
         self.generation = NO_GENERATION
         self.member_id = UNKNOWN_MEMBER_ID
@@ -94,6 +111,11 @@ class AbstractCoordinator:
 
     def _event(self, step: str, detail: str) -> None:
         self.events.append((step, detail))
+
+    @property
+    def lock(self):
+        """The client's lock guards this object too: both threads change it only while holding it."""
+        return self.client.lock
 
     # --- requests to the coordinator ----------------------------------------------------------
     def _send_to_coordinator(self, api: ApiKeys, body, handle: Callable[[object, RequestFuture], None],
@@ -154,26 +176,45 @@ class AbstractCoordinator:
                 self.heartbeat_task_reset()
         future.complete(self.coordinator)
 
-    def ensure_coordinator_ready(self) -> None:
-        """Block until a coordinator is known and connectable (0.10: no timeout here)."""
+    @synchronized
+    def ensure_coordinator_ready(self, timeout_ms: int | None = None) -> bool:
+        """Block until a coordinator is known and connectable: True; False if `timeout_ms` ran out.
+
+        0.10 has no timeout here (None: wait for ever); Kafka 2.0 added one, which close() needs.
+        """
+        deadline = None if timeout_ms is None else self.time.milliseconds() + timeout_ms
         while self.coordinator_unknown():
+            remaining = self._remaining_ms(deadline)
+            if remaining == 0:
+                return False
             future = self.lookup_coordinator()
-            self.client.poll_future(future)
+            if not self.client.poll_future(future, remaining):
+                return False
             if future.failed():
                 if not future.is_retriable():
                     raise future.exception
-                self.client.await_metadata_update(self.retry_backoff_ms * 10)
+                self.client.await_metadata_update(self._bounded(self.retry_backoff_ms * 10, deadline))
             elif self.coordinator is not None and self.client.connection_failed(self.coordinator):
                 self.coordinator_dead()
-                self.time.sleep(self.retry_backoff_ms)
+                self.time.sleep(self._bounded(self.retry_backoff_ms, deadline))
+        return True
+
+    def _remaining_ms(self, deadline: int | None) -> int | None:
+        return None if deadline is None else max(0, deadline - self.time.milliseconds())
+
+    def _bounded(self, wait_ms: int, deadline: int | None) -> int:
+        return wait_ms if deadline is None else min(wait_ms, self._remaining_ms(deadline))
+
     # --- phases 2 and 3: join and sync --------------------------------------------------------
     def need_rejoin(self) -> bool:
         return self.rejoin_needed
 
+    @synchronized
     def ensure_active_group(self) -> None:
         """Rejoin (and sync) until this member has a current assignment."""
         if not self.need_rejoin():
             return
+        self._start_heartbeat_thread_if_needed()
         if self.needs_join_prepare:
             self.on_join_prepare(self.generation, self.member_id)
             self.needs_join_prepare = False
@@ -187,6 +228,7 @@ class AbstractCoordinator:
             if future.succeeded():
                 self.on_join_complete(self.generation, self.member_id, self.protocol, future.value)
                 self.needs_join_prepare = True
+                self.heartbeat.poll(self.time.milliseconds())   # joining was progress: restart the poll timer
                 self.heartbeat_task_reset()
                 continue
             error = future.exception
@@ -262,31 +304,46 @@ class AbstractCoordinator:
         future.raise_error(error)
     # --- the heartbeat task -------------------------------------------------------------------
     def heartbeat_task_reset(self) -> None:
-        """(Re)start the heartbeat task: now, and then every heartbeat.interval.ms."""
+        """(Re)start heartbeating: the task now, then every heartbeat.interval.ms; wake the thread."""
         now = self.time.milliseconds()
         self.heartbeat.reset_session_timeout(now)
+        self._schedule_heartbeat(now)
+        with self.client.condition:
+            self.client.condition.notify_all()
+
+    def _schedule_heartbeat(self, at_ms: int) -> None:
+        """At most one pending run: either thread may run the task, so a run replaces the last."""
         self.client.unschedule(self._heartbeat_task)
-        self.client.schedule(self._heartbeat_task, now)
+        self.client.schedule(self._heartbeat_task, at_ms)
+
+    def heartbeat_active(self) -> bool:
+        """A member in a stable generation (the group's Stable state, as far as we know)."""
+        return self.generation >= 0 and not self.need_rejoin()
 
     def _heartbeat_task(self, now: int) -> None:
-        if self.generation < 0 or self.need_rejoin() or self.coordinator_unknown():
+        if not self.heartbeat_active() or self.coordinator_unknown():
             return                                          # stopped until heartbeat_task_reset()
+        if self._heartbeat_in_flight:
+            return                                          # its answer reschedules the task
         if self.heartbeat.session_timeout_expired(now):
             self.coordinator_dead()                         # no answer for a whole session: find it again
             return
         if not self.heartbeat.should_heartbeat(now):
-            self.client.schedule(self._heartbeat_task, now + self.heartbeat.time_to_next_heartbeat(now))
+            self._schedule_heartbeat(now + self.heartbeat.time_to_next_heartbeat(now))
             return
         self.heartbeat.sent_heartbeat(now)
+        self._heartbeat_in_flight = True
 
         def on_success(_):
+            self._heartbeat_in_flight = False
             now = self.time.milliseconds()
             self.heartbeat.received_heartbeat(now)
-            self.client.schedule(self._heartbeat_task, now + self.heartbeat.time_to_next_heartbeat(now))
+            self._schedule_heartbeat(now + self.heartbeat.time_to_next_heartbeat(now))
 
         def on_failure(error):
+            self._heartbeat_in_flight = False
             if not (isinstance(error, KafkaError) and error.error in REJOIN_ERRORS):
-                self.client.schedule(self._heartbeat_task, self.time.milliseconds() + self.retry_backoff_ms)
+                self._schedule_heartbeat(self.time.milliseconds() + self.retry_backoff_ms)
 
         self.send_heartbeat_request().add_listener(on_success, on_failure)
 
@@ -308,9 +365,33 @@ class AbstractCoordinator:
         self._event("Heartbeat", error.name)
         future.raise_error(error)
 
+    # --- Beyond 0.10: the heartbeat thread ------------------------------------------------------
+    def _start_heartbeat_thread_if_needed(self) -> None:
+        if self.heartbeat_thread is None:
+            self.heartbeat_thread = HeartbeatThread(self)
+            self.heartbeat_thread.start()
+
+    def poll_heartbeat(self, now: int) -> None:
+        """Every poll() restarts the poll timer; a failure of the heartbeat thread surfaces here."""
+        thread = self.heartbeat_thread
+        if thread is not None and thread.failure is not None:
+            self.heartbeat_thread = None
+            raise thread.failure
+        if self.generation >= 0:
+            self._start_heartbeat_thread_if_needed()    # again, after a failure
+        self.heartbeat.poll(now)
+
+    def close_heartbeat_thread(self) -> None:
+        """Stop the thread and wait for it; call without holding the lock (the thread needs it to end)."""
+        thread, self.heartbeat_thread = self.heartbeat_thread, None
+        if thread is not None:
+            thread.close()
+            thread.join()
+
     # --- leaving ------------------------------------------------------------------------------
-    def maybe_leave_group(self, timeout_ms: int = 5_000) -> None:
-        """Tell the coordinator we go, so the others rebalance now rather than after our session."""
+    def _send_leave_group_request(self) -> RequestFuture | None:
+        """LeaveGroup if we are a member and know the coordinator; forget the membership either way."""
+        future = None
         if self.generation > 0 and not self.coordinator_unknown():
             self._event("LeaveGroup", f"member {self.member_id}")
             body = {"group_id": self.group_id, "member_id": self.member_id,
@@ -320,13 +401,78 @@ class AbstractCoordinator:
             future = self._send_to_coordinator(ApiKeys.LEAVE_GROUP, body,
                                                lambda response, f: f.complete(Errors.for_code(response["error_code"])),
                                                api_version=2)
+        self.generation, self.member_id, self.rejoin_needed = NO_GENERATION, UNKNOWN_MEMBER_ID, True
+        return future
+
+    @synchronized
+    def maybe_leave_group(self, timeout_ms: int = 5_000) -> None:
+        """Tell the coordinator we go, so the others rebalance now rather than after our session."""
+        future = self._send_leave_group_request()
+        if future is not None:
             self.client.disable_wakeups()
             try:
+                self.client.poll_no_wakeup()                  # on the wire even when no time is left
                 self.client.poll_future(future, timeout_ms)
             finally:
                 self.client.enable_wakeups()
-        self.generation, self.member_id, self.rejoin_needed = NO_GENERATION, UNKNOWN_MEMBER_ID, True
+
+    def close(self, timeout_ms: int = 30_000) -> None:
+        """Stop the heartbeat thread, then leave the group, waiting at most `timeout_ms` for the answer."""
+        self.close_heartbeat_thread()
+        with self.lock:
+            self.client.unschedule(self._heartbeat_task)
+            self.maybe_leave_group(timeout_ms)
+
+
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb c44e07c2
+class HeartbeatThread(threading.Thread):
+    """Beyond 0.10 (KIP-62): keeps a member's session alive while the application is busy between
+    polls, and gives the membership up when poll() has not been called for max.poll.interval.ms."""
+
+    def __init__(self, coordinator: AbstractCoordinator):
+        super().__init__(name=f"kafka-coordinator-heartbeat-thread | {coordinator.group_id}", daemon=True)
+        self.coordinator = coordinator
+        self.closed = False
+        self.failure: BaseException | None = None      # what killed the thread; the next poll() raises it
+        self._lookup: RequestFuture | None = None
+
+    def run(self) -> None:
+        condition = self.coordinator.client.condition
+        with condition:
+            while not (self.closed or self.coordinator.client.closed):
+                try:
+                    sleep_ms = self.step(self.coordinator.time.milliseconds())
+                except Exception as error:
+                    log.exception("heartbeat thread of group %s failed", self.coordinator.group_id)
+                    self.failure = error
+                    return
+                condition.wait(None if sleep_ms is None else max(1, sleep_ms) / 1000)
+
+    def step(self, now: int) -> int | None:
+        """One wake-up (holding the lock): do what is due; return how long to sleep (None: until woken)."""
+        c = self.coordinator
+        if not c.heartbeat_active():
+            return None
+        if c.heartbeat.poll_timeout_expired(now):
+            log.warning("no poll() for %d ms in group %s: leaving the group (the application is too slow; "
+                        "raise max.poll.interval.ms or lower max.poll.records)",
+                        c.heartbeat.max_poll_interval_ms, c.group_id)
+            c._event("poll timeout", f"no poll() for {c.heartbeat.max_poll_interval_ms} ms")
+            c._send_leave_group_request()
+            c.client.poll_no_wakeup()
+            return None
+        c.client.poll_no_wakeup()                      # answers to earlier heartbeats, and whatever else came
+        now = c.time.milliseconds()
+        if c.coordinator_unknown():
+            if self._lookup is None or self._lookup.is_done():
+                self._lookup = c.lookup_coordinator()  # finding it restarts the heartbeat task
+            return c.retry_backoff_ms
+        c._heartbeat_task(now)
+        if c._heartbeat_in_flight:
+            return c.retry_backoff_ms                  # come back soon for the answer
+        return min(c.heartbeat.time_to_next_heartbeat(now), c.heartbeat.time_to_poll_timeout(now))
 
     def close(self) -> None:
-        self.client.unschedule(self._heartbeat_task)
-        self.maybe_leave_group()
+        with self.coordinator.client.condition:
+            self.closed = True
+            self.coordinator.client.condition.notify_all()

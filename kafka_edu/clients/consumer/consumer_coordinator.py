@@ -2,10 +2,12 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch3_consumer/0403_consumer_coordinator.ipynb 52dd9ae5
 import logging
+from collections import deque
+from collections.abc import Callable
 
 from kafka_edu.clients.consumer.abstract_coordinator import COORDINATOR_ERRORS, NO_GENERATION, AbstractCoordinator
 from kafka_edu.clients.consumer.assignors import PartitionAssignor, RangeAssignor
-from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, RequestFuture
+from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, RequestFuture, synchronized
 from kafka_edu.clients.consumer.subscription_state import OffsetAndMetadata, SubscriptionState, SubscriptionType
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.common.cluster import Cluster, TopicPartition
@@ -45,6 +47,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.exclude_internal_topics = exclude_internal_topics
         self.metadata_snapshot: dict[str, int] | None = None
         self.assignment_snapshot: dict[str, int] | None = None
+        self.completed_offset_commits: deque[Callable[[], None]] = deque()   # user callbacks, for poll()
         metadata.add_listener(self._on_metadata_update)
         if auto_commit_enabled:
             client.schedule(self._auto_commit_task, time.milliseconds() + auto_commit_interval_ms)
@@ -75,6 +78,17 @@ class ConsumerCoordinator(AbstractCoordinator):
         return self.subscriptions.partitions_auto_assigned() and (
             super().need_rejoin() or self.subscriptions.needs_partition_assignment)
 
+    @synchronized
+    def poll(self) -> None:
+        """What every KafkaConsumer.poll() asks of the group: callbacks, a coordinator, a current
+        assignment; and (Beyond 0.10) a fresh poll timer for the heartbeat thread."""
+        self.invoke_completed_offset_commit_callbacks()
+        if self.subscriptions.partitions_auto_assigned():
+            self.ensure_coordinator_ready()
+            self.ensure_partition_assignment()
+        self.poll_heartbeat(self.time.milliseconds())
+
+    @synchronized
     def ensure_partition_assignment(self) -> None:
         """Called by every poll(): rejoin first if the subscription or the group asks for it."""
         if not self.subscriptions.partitions_auto_assigned():
@@ -165,30 +179,42 @@ class ConsumerCoordinator(AbstractCoordinator):
                 return
         future.complete()
 
-    def commit_offsets_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> None:
-        """Commit and wait; retriable errors (coordinator moved, loading) are retried, others raised."""
+    @synchronized
+    def commit_offsets_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None,
+                            timeout_ms: int | None = None) -> bool:
+        """Commit and wait; retriable errors (coordinator moved, loading) are retried, others raised.
+
+        With `timeout_ms` (Kafka 2.0's bounded commitSync) it gives up when time runs out: False.
+        """
+        self.invoke_completed_offset_commit_callbacks()
         offsets = self.subscriptions.all_consumed() if offsets is None else dict(offsets)
         if not offsets:
-            return
+            return True
+        deadline = None if timeout_ms is None else self.time.milliseconds() + timeout_ms
         while True:
-            self.ensure_coordinator_ready()
+            if not self.ensure_coordinator_ready(self._remaining_ms(deadline)):
+                return False
             future = self.send_offset_commit_request(offsets)
-            self.client.poll_future(future)
+            if not self.client.poll_future(future, self._remaining_ms(deadline)):
+                return False
             if future.succeeded():
                 self._event("OffsetCommit", ", ".join(f"{tp}@{o.offset}" for tp, o in sorted(offsets.items())))
-                return
+                return True
             if not future.is_retriable():
                 raise future.exception
-            self.time.sleep(self.retry_backoff_ms)
+            self.time.sleep(self._bounded(self.retry_backoff_ms, deadline))
 
+    @synchronized
     def commit_offsets_async(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None,
                              callback=None) -> RequestFuture:
-        """Commit without waiting; `callback(offsets, error_or_None)` runs in a later poll()."""
+        """Commit without waiting; `callback(offsets, error_or_None)` runs in a later poll() or commit."""
+        self.invoke_completed_offset_commit_callbacks()
         offsets = self.subscriptions.all_consumed() if offsets is None else dict(offsets)
         self.subscriptions.need_refresh_commits()
         done = RequestFuture()
-        if callback is not None:
-            done.add_listener(lambda _: callback(offsets, None), lambda error: callback(offsets, error))
+        if callback is not None:     # the answer may arrive on the heartbeat thread: the callback waits
+            done.add_listener(lambda _: self.completed_offset_commits.append(lambda: callback(offsets, None)),
+                              lambda error: self.completed_offset_commits.append(lambda: callback(offsets, error)))
 
         def commit(_=None):
             self.send_offset_commit_request(offsets).chain(done)
@@ -200,11 +226,17 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.client.poll_no_wakeup()                          # get it on the wire now, never block
         return done
 
-    def maybe_auto_commit_offsets_sync(self) -> None:
+    def invoke_completed_offset_commit_callbacks(self) -> None:
+        """Run the callbacks of finished async commits, on the caller's (the consumer's) thread."""
+        while self.completed_offset_commits:
+            self.completed_offset_commits.popleft()()
+
+    def maybe_auto_commit_offsets_sync(self, timeout_ms: int | None = None) -> None:
         if not self.auto_commit_enabled:
             return
         try:
-            self.commit_offsets_sync()
+            if not self.commit_offsets_sync(timeout_ms=timeout_ms):
+                log.warning("auto commit of offsets for group %s timed out after %s ms", self.group_id, timeout_ms)
         except KafkaError as error:                           # a rebalance must not fail on a lost commit
             log.warning("auto commit of offsets failed for group %s: %s", self.group_id, error)
 
@@ -215,7 +247,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                 self.lookup_coordinator()
             return
 
-        def done(offsets, error):
+        def done(error):
             later = self.time.milliseconds()
             if error is None or not getattr(error, "retriable", False):
                 if error is not None:
@@ -228,7 +260,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         if not offsets:
             self.client.schedule(self._auto_commit_task, now + self.auto_commit_interval_ms)
             return
-        self.commit_offsets_async(offsets, done)
+        self.commit_offsets_async(offsets).add_listener(lambda _: done(None), done)
 
     # --- fetching committed offsets ---------------------------------------------------------------
     def send_offset_fetch_request(self, partitions) -> RequestFuture:
@@ -264,6 +296,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                     offsets[tp] = OffsetAndMetadata(partition["committed_offset"], partition["metadata"] or "")
         future.complete(offsets)
 
+    @synchronized
     def fetch_committed_offsets(self, partitions) -> dict[TopicPartition, OffsetAndMetadata]:
         """Block until the coordinator answers; partitions with nothing committed are left out."""
         partitions = list(partitions)
@@ -279,6 +312,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                 raise future.exception
             self.time.sleep(self.retry_backoff_ms)
 
+    @synchronized
     def refresh_committed_offsets_if_needed(self) -> None:
         if not self.subscriptions.needs_fetch_committed_offsets:
             return
@@ -288,11 +322,16 @@ class ConsumerCoordinator(AbstractCoordinator):
                 self.subscriptions.committed(tp, offset)
         self.subscriptions.commits_refreshed()
 
-    def close(self) -> None:
-        self.client.unschedule(self._auto_commit_task)
-        self.client.disable_wakeups()
-        try:
-            self.maybe_auto_commit_offsets_sync()
-        finally:
-            self.client.enable_wakeups()
-        super().close()
+    def close(self, timeout_ms: int = 30_000) -> None:
+        """Commit (auto commit) and leave, both within `timeout_ms` together; never hangs on a lost broker."""
+        deadline = self.time.milliseconds() + timeout_ms
+        self.close_heartbeat_thread()
+        with self.lock:
+            self.client.unschedule(self._auto_commit_task)
+            self.client.disable_wakeups()
+            try:
+                self.maybe_auto_commit_offsets_sync(timeout_ms)
+            finally:
+                self.client.enable_wakeups()
+            self.invoke_completed_offset_commit_callbacks()
+            super().close(self._remaining_ms(deadline))

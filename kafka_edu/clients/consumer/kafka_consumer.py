@@ -48,7 +48,8 @@ CONSUMER_CONFIG = (
     .define("heartbeat.interval.ms", Type.INT, 3000, importance="high",
             doc="Time between heartbeats; must be lower than session.timeout.ms")
     .define("max.poll.interval.ms", Type.INT, 300000, Range.at_least(1), "medium",
-            "The rebalance timeout sent in JoinGroup v1+ (KIP-62, 0.10.1)")
+            "Longest time between two poll() calls before the heartbeat thread leaves the group; "
+            "also JoinGroup v1+'s rebalance timeout (KIP-62, 0.10.1)")
     .define("max.poll.records", Type.INT, 500, Range.at_least(1), "medium",
             "Most records one poll() returns (KIP-41, 0.10.0)")
     .define("partition.assignment.strategy", Type.LIST, "range", importance="medium",
@@ -98,12 +99,14 @@ class ConcurrentModificationError(RuntimeError):
 
 
 def _single_threaded(method):
-    """Hold the consumer's light lock for the call (reentrant for the owning thread)."""
+    """Hold the consumer's light lock for the call (reentrant for the owning thread), and inside it
+    the client's lock, which keeps the heartbeat thread (Beyond 0.10) out meanwhile."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         self._acquire()
         try:
-            return method(self, *args, **kwargs)
+            with self.client.lock:
+                return method(self, *args, **kwargs)
         finally:
             self._release()
     return wrapper
@@ -236,9 +239,8 @@ class KafkaConsumer:
                 return {}
 
     def _poll_once(self, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        if self.coordinator is not None and self.subscriptions.partitions_auto_assigned():
-            self.coordinator.ensure_coordinator_ready()
-            self.coordinator.ensure_partition_assignment()
+        if self.coordinator is not None:
+            self.coordinator.poll()             # commit callbacks, coordinator, (re)join, poll timer
         if not self.subscriptions.has_all_fetch_positions():
             self._update_fetch_positions(self.subscriptions.missing_fetch_positions())
         records = self.fetcher.fetched_records()
@@ -328,14 +330,17 @@ class KafkaConsumer:
         """From any thread: the consumer's current or next blocking call raises WakeupException."""
         self.client.wakeup()
 
-    def close(self) -> None:
-        """Commit (when auto commit is on), leave the group, close the connections."""
+    def close(self, timeout_ms: int = 30_000) -> None:
+        """Commit (when auto commit is on) and leave the group, both within `timeout_ms` (Kafka's
+        close(Duration), default 30 s), then close the connections. Never hangs on a lost broker."""
+        if timeout_ms < 0:
+            raise ValueError("timeout must not be negative")
         if self._closed:
             return
         self._acquire()
         try:
             if self.coordinator is not None:
-                self.coordinator.close()
+                self.coordinator.close(timeout_ms)   # stops the heartbeat thread before taking the client's lock
         finally:
             self._closed = True
             self._release()

@@ -4,6 +4,7 @@
 import logging
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, RequestFuture
 from kafka_edu.clients.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
@@ -12,6 +13,7 @@ from kafka_edu.clients.producer.serializers import ByteArrayDeserializer, Deseri
 from kafka_edu.common.cluster import Node, TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.common.record.default_records import DefaultRecordBatch
 from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.common.record.record import TimestampType
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -21,9 +23,11 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 
-@dataclass(frozen=True)
-class ConsumerRecord:
-    """One record as poll() returns it: where it came from, and its key and value deserialized."""
+class ConsumerRecord(NamedTuple):
+    """One record as poll() returns it: where it came from, and its key and value deserialized.
+
+    A named tuple (immutable, like Kafka's), so the record decoder builds it in one step.
+    """
 
     topic: str
     partition: int
@@ -57,11 +61,23 @@ class CompletedFetch:
 
 @dataclass
 class PartitionRecords:
-    """Parsed records of one partition not yet returned; valid while the position is `fetch_offset`."""
+    """Parsed records of one partition not yet returned; valid while the position is `fetch_offset`.
+
+    `records[index:]` are still to be returned: taking some moves the index, copying nothing else.
+    """
 
     partition: TopicPartition
     fetch_offset: int
-    records: deque
+    records: list
+    index: int = 0
+
+    def remaining(self) -> int:
+        return len(self.records) - self.index
+
+    def take(self, n: int) -> list:
+        taken = self.records[self.index:self.index + n]
+        self.index += len(taken)
+        return taken
 
 
 # %% book/ch3_consumer/0408_fetcher.ipynb caf628c0
@@ -88,7 +104,7 @@ class Fetcher:
     def _fetchable_partitions(self) -> list[TopicPartition]:
         """Fetchable, and nothing already buffered for it (we fetch a partition again only when drained)."""
         buffered = {f.partition for f in self.completed_fetches}
-        if self._next_in_line is not None and self._next_in_line.records:
+        if self._next_in_line is not None and self._next_in_line.remaining():
             buffered.add(self._next_in_line.partition)
         return [tp for tp in self.subscriptions.fetchable_partitions() if tp not in buffered]
 
@@ -138,7 +154,7 @@ class Fetcher:
         drained: dict[TopicPartition, list[ConsumerRecord]] = {}
         budget = self.max_poll_records
         while budget > 0:
-            if self._next_in_line is None or not self._next_in_line.records:
+            if self._next_in_line is None or not self._next_in_line.remaining():
                 if not self.completed_fetches:
                     break
                 self._next_in_line = self._parse(self.completed_fetches.popleft())
@@ -148,7 +164,7 @@ class Fetcher:
             if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != part.fetch_offset:
                 self._next_in_line = None                   # paused, revoked or seeked meanwhile: drop it
                 continue
-            taken = [part.records.popleft() for _ in range(min(budget, len(part.records)))]
+            taken = part.take(budget)
             part.fetch_offset = taken[-1].offset + 1
             self.subscriptions.seek(tp, part.fetch_offset)
             drained.setdefault(tp, []).extend(taken)
@@ -160,11 +176,7 @@ class Fetcher:
         if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != fetch.fetch_offset:
             return None                                        # stale: the position moved since we asked
         if fetch.error is Errors.NONE:
-            records = deque()
-            for record in MemoryRecords(fetch.records).records(verify=self.check_crcs):
-                if record.offset >= fetch.fetch_offset:          # a compressed batch may start earlier
-                    records.append(self._to_consumer_record(tp, record))
-            return PartitionRecords(tp, fetch.fetch_offset, records)
+            return PartitionRecords(tp, fetch.fetch_offset, self._decode(tp, fetch))
         if fetch.error is Errors.OFFSET_OUT_OF_RANGE:
             if not self.subscriptions.has_default_offset_reset_policy():
                 raise NoOffsetForPartitionError([tp])
@@ -177,10 +189,30 @@ class Fetcher:
             raise fetch.error.exception(f"fetch of {tp} at offset {fetch.fetch_offset}")
         return None
 
-    def _to_consumer_record(self, tp: TopicPartition, record) -> ConsumerRecord:
-        return ConsumerRecord(tp.topic, tp.partition, record.offset, record.timestamp, record.timestamp_type,
-                              self.key_deserializer.deserialize(tp.topic, record.key),
-                              self.value_deserializer.deserialize(tp.topic, record.value), tuple(record.headers))
+    def _decode(self, tp: TopicPartition, fetch: CompletedFetch) -> list[ConsumerRecord]:
+        """The fetch's records from the fetch offset on, as ConsumerRecords, in offset order.
+
+        With bytes in and bytes out (the default deserializers) a v2 batch decodes straight into
+        ConsumerRecords; otherwise each record is deserialized as it is wrapped.
+        """
+        raw = type(self.key_deserializer) is ByteArrayDeserializer and \
+            type(self.value_deserializer) is ByteArrayDeserializer
+        prefix, topic, new = (tp.topic, tp.partition), tp.topic, tuple.__new__
+        key_of, value_of = self.key_deserializer.deserialize, self.value_deserializer.deserialize
+        records: list[ConsumerRecord] = []
+        for batch in MemoryRecords(fetch.records).batches():
+            if batch.last_offset < fetch.fetch_offset:
+                continue                                   # wholly before the fetch offset: not even decoded
+            if raw and type(batch) is DefaultRecordBatch:
+                records += batch.decode(self.check_crcs, ConsumerRecord, prefix)
+            else:
+                records += [new(ConsumerRecord, (topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
+                                                 key_of(topic, r.key), value_of(topic, r.value), r.headers))
+                            for r in batch.records(self.check_crcs)]
+        first = 0
+        while first < len(records) and records[first].offset < fetch.fetch_offset:
+            first += 1                                     # a compressed batch may start before it
+        return records[first:] if first else records
 
     # --- positions: committed offsets, resets through ListOffsets -----------------------------
     def update_fetch_positions(self, partitions) -> None:

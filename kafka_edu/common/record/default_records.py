@@ -177,25 +177,25 @@ def _decode_headers(data: bytes, pos: int, count: int):
     return tuple(headers), pos
 
 
+_ZIGZAG = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]   # every one- and two-byte varint, decoded
+
+
 def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
-                    append_time: int | None) -> list[Record]:
-    # The hot loop of every consumer: one- and two-byte varints are decoded inline, written out
-    # field by field because a Python call per field would cost more than the decoding itself.
+                    append_time: int | None, into: type = Record, prefix: tuple = ()) -> list:
+    # The hot loop of every consumer. One- and two-byte varints (three for the deltas) are decoded
+    # inline, the zig-zag step by a table lookup, written out field by field: a Python call per
+    # field would cost more than the decoding. Each record is built once, as an `into` tuple.
     records = []
-    append, new_record = records.append, tuple.__new__
-    if append_time is None:
-        timestamp_type = TimestampType.CREATE_TIME
-    else:
-        timestamp_type = TimestampType.LOG_APPEND_TIME
+    append, new_record, zigzag = records.append, tuple.__new__, _ZIGZAG
+    timestamp_type = TimestampType.CREATE_TIME if append_time is None else TimestampType.LOG_APPEND_TIME
     pos, end = 0, len(data)
     try:
         for _ in range(count):
             byte = data[pos]
             if byte < 0x80:
-                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+                length, pos = zigzag[byte], pos + 1
             elif data[pos + 1] < 0x80:
-                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
-                length, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
+                length, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
                 length, pos = decode_varint(data, pos)
             stop = pos + length
@@ -203,38 +203,35 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 raise CorruptRecordError(f"a record of {length} bytes at byte {pos} overruns the batch")
             byte = data[pos + 1]  # after the unused attributes byte: the timestamp delta
             if byte < 0x80:
-                timestamp_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 2
+                timestamp_delta, pos = zigzag[byte], pos + 2
             elif data[pos + 2] < 0x80:
-                zigzag = (byte & 0x7F) | (data[pos + 2] << 7)
-                timestamp_delta, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 3
+                timestamp_delta, pos = zigzag[(byte & 0x7F) | (data[pos + 2] << 7)], pos + 3
             else:
                 timestamp_delta, pos = decode_varint(data, pos + 1)
             byte = data[pos]
             if byte < 0x80:
-                offset_delta, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+                offset_delta, pos = zigzag[byte], pos + 1
             elif data[pos + 1] < 0x80:
-                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
-                offset_delta, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
+                offset_delta, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
+            elif data[pos + 2] < 0x80:             # deltas of 8192 and more: batches of many small records
+                unsigned = (byte & 0x7F) | ((data[pos + 1] & 0x7F) << 7) | (data[pos + 2] << 14)
+                offset_delta, pos = (unsigned >> 1) ^ -(unsigned & 1), pos + 3
             else:
                 offset_delta, pos = decode_varint(data, pos)
             byte = data[pos]
-            if byte < 0x80:
-                size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            if byte == 1:                          # -1: a null key, the usual case
+                key, pos = None, pos + 1
             else:
                 size, pos = decode_varint(data, pos)
-            if size >= 0:
+                if size < 0:
+                    raise CorruptRecordError(f"negative key size {size}")
                 key = data[pos:pos + size]
                 pos += size
-            elif size == -1:
-                key = None
-            else:
-                raise CorruptRecordError(f"negative key size {size}")
             byte = data[pos]
             if byte < 0x80:
-                size, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+                size, pos = zigzag[byte], pos + 1
             elif data[pos + 1] < 0x80:
-                zigzag = (byte & 0x7F) | (data[pos + 1] << 7)
-                size, pos = (zigzag >> 1) ^ -(zigzag & 1), pos + 2
+                size, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
                 size, pos = decode_varint(data, pos)
             if size >= 0:
@@ -252,9 +249,9 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 headers, pos = _decode_headers(data, pos, header_count)
             if pos != stop:
                 raise CorruptRecordError(f"a record declares {length} bytes but its fields end at {pos - stop:+} bytes")
-            append(new_record(Record, (base_offset + offset_delta,
-                                       append_time if append_time is not None else base_timestamp + timestamp_delta,
-                                       timestamp_type, key, value, headers)))
+            append(new_record(into, prefix + (base_offset + offset_delta,
+                                              append_time if append_time is not None else base_timestamp + timestamp_delta,
+                                              timestamp_type, key, value, headers)))
     except IndexError:
         raise CorruptRecordError(f"a record is truncated at byte {pos}") from None
     if pos != end:
@@ -317,6 +314,14 @@ class DefaultRecordBatch:
 
     def records(self, verify: bool = True) -> Iterator[Record]:
         """Every record, decompressed and decoded; `verify` checks the CRC first."""
+        return iter(self.decode(verify))
+
+    def decode(self, verify: bool = True, into: type = Record, prefix: tuple = ()) -> list:
+        """The records as a list of `into` tuples: `prefix`, then a Record's six fields.
+
+        A consumer passes its own record type with (topic, partition) as the prefix, so each record
+        is built once, straight from the bytes.
+        """
         if verify:
             self.ensure_valid()
         header = self.header
@@ -324,8 +329,8 @@ class DefaultRecordBatch:
             raise CorruptRecordError(f"negative record count {header.records_count}")
         data = decompress(header.compression_type, self._view[RECORD_BATCH_OVERHEAD:], 2)
         append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-        return iter(_decode_records(data, header.records_count, header.base_offset, header.base_timestamp,
-                                    append_time))
+        return _decode_records(data, header.records_count, header.base_offset, header.base_timestamp,
+                               append_time, into, prefix)
 
     def __bytes__(self) -> bytes:
         return bytes(self._view)

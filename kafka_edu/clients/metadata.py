@@ -18,6 +18,10 @@ def cluster_from_metadata_response(response: Mapping) -> tuple[Cluster, dict[str
     """The Cluster a MetadataResponse describes, and the topics it reported errors for."""
     brokers = {b["node_id"]: Node(b["node_id"], b["host"], b["port"], b.get("rack"))
                for b in response["brokers"]}
+
+    def nodes(ids) -> tuple[Node, ...]:         # a broker that is down: a placeholder with no address
+        return tuple(brokers.get(i) or Node(i, "", -1) for i in ids)
+
     partitions, errors, unauthorized, internal = [], {}, set(), set()
     for topic in response["topics"]:
         error = Errors.for_code(topic["error_code"])
@@ -31,8 +35,7 @@ def cluster_from_metadata_response(response: Mapping) -> tuple[Cluster, dict[str
         for p in topic["partitions"]:
             partitions.append(PartitionInfo(
                 topic["name"], p["partition_index"], brokers.get(p["leader_id"]),
-                tuple(brokers[r] for r in p["replica_nodes"] if r in brokers),
-                tuple(brokers[r] for r in p["isr_nodes"] if r in brokers)))
+                nodes(p["replica_nodes"]), nodes(p["isr_nodes"])))
     controller = brokers.get(response.get("controller_id", -1))
     return Cluster(brokers.values(), partitions, unauthorized, internal, controller,
                    response.get("cluster_id")), errors

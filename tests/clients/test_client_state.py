@@ -127,7 +127,9 @@ def test_cluster_from_metadata_response():
     assert cluster.unauthorized_topics == {"secret"}
     assert errors == {"secret": Errors.TOPIC_AUTHORIZATION_FAILED, "gone": Errors.UNKNOWN_TOPIC_OR_PARTITION}
     assert cluster.leader_for(TopicPartition("t", 0)) is None and cluster.leader_for(TopicPartition("t", 1)).id == 2
-    assert [n.id for n in cluster.partition(TopicPartition("t", 1)).replicas] == [2, 1]
+    replicas = cluster.partition(TopicPartition("t", 1)).replicas
+    assert replicas[:2] == (cluster.node_by_id(2), cluster.node_by_id(1))
+    assert replicas[2] == Node(7, "", -1) and cluster.node_by_id(7) is None     # broker 7 is down: a placeholder
     assert [p.partition for p in cluster.available_partitions_for_topic("t")] == [1]
     assert [p.partition for p in cluster.partitions_for_node(2)] == [1]
     assert [p.topic for p in cluster.partitions_for_node(1)] == ["__consumer_offsets"]

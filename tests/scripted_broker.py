@@ -99,8 +99,16 @@ class ScriptedBroker:
 
 
 def metadata_answer(brokers: list[ScriptedBroker], topics: dict[str, int], controller_id: int | None = None,
-                    errors: dict[str, int] | None = None) -> Handler:
-    """A Metadata handler describing `brokers`; partition p of each topic is led by brokers[p % n]."""
+                    errors: dict[str, int] | None = None,
+                    placements: dict[tuple[str, int], tuple[int, list[int], list[int]]] | None = None) -> Handler:
+    """A Metadata handler describing `brokers`; partition p of each topic is led by brokers[p % n], unless
+    `placements` gives its (leader, replicas, isr): ids of brokers that are down, a leader of -1."""
+    def placed(name: str, p: int) -> dict:
+        node = brokers[p % len(brokers)].node_id
+        leader, replicas, isr = (placements or {}).get((name, p), (node, [node], [node]))
+        return {"error_code": 0, "partition_index": p, "leader_id": leader, "replica_nodes": replicas,
+                "isr_nodes": isr}
+
     def answer(header, body):
         nodes = [{"node_id": b.node_id, "host": b.address[0], "port": b.address[1]} for b in brokers]
         wanted = None if body["topics"] is None else [t["name"] for t in body["topics"]]
@@ -109,10 +117,7 @@ def metadata_answer(brokers: list[ScriptedBroker], topics: dict[str, int], contr
             if name not in topics:
                 listed.append({"error_code": (errors or {}).get(name, 3), "name": name, "partitions": []})
                 continue
-            listed.append({"error_code": 0, "name": name, "partitions": [
-                {"error_code": 0, "partition_index": p, "leader_id": brokers[p % len(brokers)].node_id,
-                 "replica_nodes": [brokers[p % len(brokers)].node_id],
-                 "isr_nodes": [brokers[p % len(brokers)].node_id]} for p in range(topics[name])]})
+            listed.append({"error_code": 0, "name": name, "partitions": [placed(name, p) for p in range(topics[name])]})
         controller = brokers[0].node_id if controller_id is None else controller_id
         return {"brokers": nodes, "controller_id": controller, "cluster_id": "scripted", "topics": listed}
     return answer

@@ -4,6 +4,7 @@
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import NamedTuple
 
 from kafka_edu.clients.metadata import Metadata, cluster_from_metadata_response
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+TOPIC_RESOURCE_TYPE = 2         # DescribeConfigs: the resource is a topic (a broker is 4)
 
 
 @dataclass
@@ -34,6 +36,39 @@ class NewTopic:
     replication_factor: int = -1
     replica_assignment: dict[int, list[int]] | None = None
     configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NewPartitions:
+    """Grow a topic to `total_count` partitions; `new_assignments` lists the brokers of each new
+    partition (the first is its preferred leader), or is None to let the controller place them."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+class ConfigSource(IntEnum):
+    """Who set a config value, as DescribeConfigs reports it (v1+)."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1                    # the topic's own override
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4            # the broker's server.properties
+    DEFAULT_CONFIG = 5                  # nobody: the built-in default
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool = False
+    sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
 
 
 class UnknownTopicOrPartitionError(KafkaError):
@@ -89,6 +124,17 @@ class GroupDescription:
 
 
 # %% book/ch5_tools/0500_admin_client.ipynb 605a00ff
+def _config_source(entry: Struct) -> ConfigSource:
+    """A topic config entry's source: reported from v1 on; in v0 a non-default value is the topic's override."""
+    code = entry.get("config_source", -1)
+    if code == -1:
+        return ConfigSource.DEFAULT_CONFIG if entry.is_default else ConfigSource.TOPIC_CONFIG
+    try:
+        return ConfigSource(code)
+    except ValueError:                  # a source newer than this client
+        return ConfigSource.UNKNOWN
+
+
 def _decoded(decode: Callable[[bytes], object], data: bytes):
     """Decode consumer-protocol bytes, or None when there are none or they do not parse."""
     if not data:
@@ -208,27 +254,65 @@ class ClusterAdmin:
                 raise KafkaError(errors[topic], f"topic {topic!r}")
         return {t: cluster.partitions_for_topic(t) for t in topics}
 
+    def describe_configs(self, topics: Iterable[str]) -> dict[str, dict[str, ConfigEntry]]:
+        """Each topic's configuration, entry by entry with its source; KafkaError for a topic that errs."""
+        if isinstance(topics, str):
+            raise TypeError(f"topics is a collection of topic names, not the string {topics!r}")
+        names = list(dict.fromkeys(topics))
+        if not names:
+            return {}
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE_TYPE, "resource_name": t, "configuration_keys": None}
+                              for t in names], "include_synonyms": False}
+
+        def attempt(deadline: int) -> dict[str, dict[str, ConfigEntry]]:
+            configs = {}
+            for result in self._send_any(ApiKeys.DESCRIBE_CONFIGS, body, deadline).results:
+                topic, error = result.resource_name, Errors.for_code(result.error_code)
+                if error is Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+                if error is not Errors.NONE:
+                    raise KafkaError(error, result.error_message or f"describing the configs of topic {topic!r}")
+                configs[topic] = {c.name: ConfigEntry(c.name, c.value, _config_source(c), c.read_only, c.is_sensitive)
+                                  for c in sorted(result.configs, key=lambda c: c.name)}
+            missing = [t for t in names if t not in configs]
+            if missing:
+                raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"DescribeConfigs did not answer for {missing}")
+            return {t: configs[t] for t in names}
+        return self._retrying(attempt)
+
     def _to_controller(self, api: ApiKeys, body: Callable[[list[str]], dict], names: list[str],
                        results_of: Callable[[Struct], Iterable]) -> dict[str, KafkaError | None]:
-        """Send a topic admin request to the controller, resending the topics it says NOT_CONTROLLER for."""
+        """One result per topic from the controller: a topic it refuses with NOT_CONTROLLER, and the
+        whole request after a retriable failure (no controller yet, a broken connection), go again."""
         results: dict[str, KafkaError | None] = {}
-        pending, deadline = list(names), self._deadline()
-        while pending:
+        pending = list(dict.fromkeys(names))
+
+        def attempt(deadline: int) -> None:
             controller = self.describe_cluster([]).controller
             if controller is None:
                 raise KafkaError(Errors.NOT_CONTROLLER, "the cluster reports no controller")
-            response = self._send(controller, api, body(pending), deadline)
-            pending = []
-            for result in results_of(response):
+            refused = []
+            for result in results_of(self._send(controller, api, body(pending), deadline)):
                 error = Errors.for_code(result["error_code"])
-                if error is Errors.NOT_CONTROLLER and self._time.milliseconds() < deadline:
-                    pending.append(result["name"])
-                    continue
-                results[result["name"]] = None if error is Errors.NONE else KafkaError(
-                    error, result.get("error_message") or f"topic {result['name']!r}")
-            if pending:
-                self.client.poll(self.retry_backoff_ms, self._time.milliseconds())
-        return {name: results.get(name) for name in names}
+                if error is Errors.NOT_CONTROLLER:
+                    refused.append(result["name"])
+                else:
+                    results[result["name"]] = None if error is Errors.NONE else KafkaError(
+                        error, result.get("error_message") or f"topic {result['name']!r}")
+            pending[:] = refused
+            if refused:
+                raise KafkaError(Errors.NOT_CONTROLLER, f"node {controller.id} is no longer the controller")
+
+        try:
+            self._retrying(attempt)
+        except KafkaError as exc:
+            if exc.retriable:                   # out of time: the topics still waiting get the last error
+                results.update(dict.fromkeys(pending, exc))
+            else:
+                raise
+        return {name: results[name] if name in results else KafkaError(
+                    Errors.UNKNOWN_SERVER_ERROR, f"the controller's answer left out topic {name!r}")
+                for name in dict.fromkeys(names)}
 
     def create_topics(self, new_topics: Iterable[NewTopic], timeout_ms: int = 30_000,
                       validate_only: bool = False) -> dict[str, KafkaError | None]:
@@ -246,6 +330,23 @@ class ClusterAdmin:
             } for t in (by_name[n] for n in names)]}
 
         return self._to_controller(ApiKeys.CREATE_TOPICS, body, list(by_name), lambda r: r["topics"])
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions | int], timeout_ms: int = 30_000,
+                          validate_only: bool = False) -> dict[str, KafkaError | None]:
+        """Grow topics on the controller (an int: the new total, replicas placed by the controller);
+        per topic None (grown) or the KafkaError."""
+        if not isinstance(new_partitions, Mapping):
+            raise TypeError(f"new_partitions maps topic names to NewPartitions, not {type(new_partitions).__name__}")
+        wanted = {t: n if isinstance(n, NewPartitions) else NewPartitions(n) for t, n in new_partitions.items()}
+
+        def body(names: list[str]) -> dict:
+            return {"timeout_ms": timeout_ms, "validate_only": validate_only, "topics": [{
+                "name": t, "count": wanted[t].total_count,
+                "assignments": None if wanted[t].new_assignments is None else [
+                    {"broker_ids": list(brokers)} for brokers in wanted[t].new_assignments],
+            } for t in names]}
+
+        return self._to_controller(ApiKeys.CREATE_PARTITIONS, body, list(wanted), lambda r: r["results"])
 
     def delete_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> dict[str, KafkaError | None]:
         return self._to_controller(ApiKeys.DELETE_TOPICS,

@@ -9,9 +9,10 @@ import pytest
 from scripted_broker import ScriptedBroker, metadata_answer, scripted_cluster
 
 from kafka_edu.clients.admin import (
-    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterAdmin, NewTopic, OffsetAndMetadata, OffsetAndTimestamp,
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterAdmin, ConfigEntry, ConfigSource, NewPartitions, NewTopic,
+    OffsetAndMetadata, OffsetAndTimestamp, UnknownTopicOrPartitionError,
 )
-from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.cluster import Node, TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.consumer_protocol import (
     SUBSCRIPTION_V1, VERSION, Assignment, ConsumerProtocol, Subscription,
@@ -113,6 +114,20 @@ def test_topics_and_offsets_on_a_kafka_edu_broker(kafka_edu_broker):
         deleted = admin.delete_topics(["adm-manual", "adm-never"])
         assert deleted["adm-manual"] is None and deleted["adm-never"].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
 
+        configs = admin.describe_configs(["adm-orders"])["adm-orders"]
+        assert configs["retention.ms"] == ConfigEntry("retention.ms", "600000", ConfigSource.TOPIC_CONFIG)
+        assert configs["cleanup.policy"].source is ConfigSource.DEFAULT_CONFIG and configs["cleanup.policy"].is_default
+        assert [name for name, e in configs.items() if e.source is ConfigSource.TOPIC_CONFIG] == ["retention.ms"]
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_configs(["adm-orders", "adm-missing"])
+
+        grown = admin.create_partitions({"adm-orders": 4, "adm-never": 2})
+        assert grown["adm-orders"] is None and grown["adm-never"].error is Errors.UNKNOWN_TOPIC_OR_PARTITION
+        assert len(admin.describe_topics(["adm-orders"])["adm-orders"]) == 4
+        assert admin.create_partitions({"adm-orders": NewPartitions(6, [[0], [0]])}) == {"adm-orders": None}
+        refused = admin.create_partitions({"adm-orders": 5})["adm-orders"]
+        assert refused.error is Errors.INVALID_PARTITIONS and "currently has 6 partitions" in str(refused)
+
 
 # --- groups on scripted brokers -------------------------------------------------------------
 
@@ -212,6 +227,160 @@ def test_topic_admin_follows_the_controller():
     finally:
         for b in brokers:
             b.close()
+
+
+def test_create_partitions_follows_the_controller_and_answers_per_topic():
+    """No controller elected yet, then one that moves (NOT_CONTROLLER for one topic), then a broken connection:
+    each is retried; an error that is not NOT_CONTROLLER is that topic's final answer."""
+    brokers = scripted_cluster(2, {"a": 1, "b": 1})
+    one, two = brokers
+    controllers = iter([-1, 1])                             # the first Metadata answer names no controller
+    moved = {"to": None}
+
+    def metadata(header, body):
+        controller = moved["to"] or next(controllers, 1)
+        return metadata_answer(brokers, {"a": 1, "b": 1}, controller)(header, body)
+
+    def create_on_one(header, body):
+        moved["to"] = 2
+        return {"results": [{"name": t.name, "error_code": Errors.NOT_CONTROLLER.code if t.name == "a" else
+                             Errors.INVALID_PARTITIONS.code, "error_message": None if t.name == "a" else "too few"}
+                            for t in body.topics]}
+
+    answers_on_two = iter(["drop"])
+
+    def create_on_two(header, body):
+        if next(answers_on_two, None) == "drop":           # the connection breaks before the answer
+            two.drop_connections()
+            return None
+        return {"results": [{"name": t.name, "error_code": 0} for t in body.topics]}
+
+    for b in brokers:
+        b.handlers[ApiKeys.METADATA] = metadata
+    one.handlers[ApiKeys.CREATE_PARTITIONS] = create_on_one
+    two.handlers[ApiKeys.CREATE_PARTITIONS] = create_on_two
+    try:
+        with ClusterAdmin(f"{one.address[0]}:{one.address[1]}", retry_backoff_ms=10) as admin:
+            results = admin.create_partitions({"a": NewPartitions(3, [[1, 2], [2, 1]]), "b": 2}, timeout_ms=5000,
+                                              validate_only=True)
+            with pytest.raises(TypeError, match="maps topic names"):
+                admin.create_partitions(["a"])
+        assert list(results) == ["a", "b"] and results["a"] is None
+        assert results["b"].error is Errors.INVALID_PARTITIONS and str(results["b"]) == "INVALID_PARTITIONS (37): too few"
+        sent = [(b.node_id, body) for b in brokers for api, _, body in b.requests if api == ApiKeys.CREATE_PARTITIONS]
+        assert [(node, [t.name for t in body.topics]) for node, body in sent] == [(1, ["a", "b"]), (2, ["a"]), (2, ["a"])]
+        first = sent[0][1]
+        assert (first.timeout_ms, first.validate_only) == (5000, True)
+        assert [(t.name, t.count, t.assignments and [a.broker_ids for a in t.assignments]) for t in first.topics] == [
+            ("a", 3, [[1, 2], [2, 1]]), ("b", 2, None)]
+    finally:
+        for b in brokers:
+            b.close()
+
+
+def test_a_controller_that_keeps_refusing_is_each_topics_answer_after_the_timeout():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {"t": 1})
+    broker.handlers[ApiKeys.CREATE_PARTITIONS] = lambda h, b: {"results": [
+        {"name": t.name, "error_code": Errors.NOT_CONTROLLER.code} for t in b.topics]}
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", request_timeout_ms=400,
+                          retry_backoff_ms=20) as admin:
+            results = admin.create_partitions({"t": 2, "u": 3})
+        assert {t: r.error for t, r in results.items()} == {"t": Errors.NOT_CONTROLLER, "u": Errors.NOT_CONTROLLER}
+        assert [api for api, _ in broker.apis_seen()].count("CREATE_PARTITIONS") >= 2
+    finally:
+        broker.close()
+
+
+def configs_answer(entries: dict):
+    """A DescribeConfigs handler: `entries` maps a topic to [(name, value, source)]; another topic is unknown."""
+    def answer(header, body):
+        results = []
+        for r in body.resources:
+            if r.resource_name not in entries:
+                results.append({"error_code": Errors.UNKNOWN_TOPIC_OR_PARTITION.code, "error_message": None,
+                                "resource_type": 2, "resource_name": r.resource_name, "configs": []})
+                continue
+            results.append({"error_code": 0, "error_message": None, "resource_type": 2,
+                            "resource_name": r.resource_name, "configs": [
+                                {"name": n, "value": v, "read_only": False, "is_default": s == 5,
+                                 "config_source": s, "is_sensitive": n == "secret", "synonyms": []}
+                                for n, v, s in entries[r.resource_name]]})
+        return {"throttle_time_ms": 0, "results": results}
+    return answer
+
+
+def test_describe_configs_reads_each_entrys_source_in_v0_and_v1():
+    entries = {"t": [("retention.ms", "1000", 1), ("segment.bytes", "1024", 4), ("cleanup.policy", "delete", 5),
+                     ("secret", None, 9)]}
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {"t": 1})
+    broker.handlers[ApiKeys.DESCRIBE_CONFIGS] = configs_answer(entries)
+    bootstrap = f"{broker.address[0]}:{broker.address[1]}"
+    try:
+        with ClusterAdmin(bootstrap) as admin:
+            configs = admin.describe_configs(["t", "t"])
+            assert list(configs) == ["t"]
+            t = configs["t"]
+            assert list(t) == ["cleanup.policy", "retention.ms", "secret", "segment.bytes"]
+            assert [e.source for e in t.values()] == [ConfigSource.DEFAULT_CONFIG, ConfigSource.TOPIC_CONFIG,
+                                                      ConfigSource.UNKNOWN, ConfigSource.STATIC_BROKER_CONFIG]
+            assert t["secret"] == ConfigEntry("secret", None, ConfigSource.UNKNOWN, False, True)
+            assert admin.describe_configs([]) == {}
+            with pytest.raises(TypeError, match="not the string"):
+                admin.describe_configs("t")
+            with pytest.raises(UnknownTopicOrPartitionError, match="'gone' does not exist"):
+                admin.describe_configs(["t", "gone"])
+        assert [v for api, v, _ in broker.requests if api == ApiKeys.DESCRIBE_CONFIGS] == [2, 2]
+
+        # a broker of Kafka 0.11 answers v0: only "is it a default"; for a topic, anything else is its override
+        broker.handlers[ApiKeys.API_VERSIONS] = lambda h, b: {"error_code": 0, "api_keys": [
+            {**r, "max_version": 0} if r["api_key"] == ApiKeys.DESCRIBE_CONFIGS.value else r
+            for r in ApiKeys.version_ranges()]}
+        with ClusterAdmin(bootstrap) as admin:
+            t = admin.describe_configs(["t"])["t"]
+        assert broker.requests[-1][:2] == (ApiKeys.DESCRIBE_CONFIGS, 0)
+        assert {n: e.source for n, e in t.items()} == {
+            "cleanup.policy": ConfigSource.DEFAULT_CONFIG, "retention.ms": ConfigSource.TOPIC_CONFIG,
+            "secret": ConfigSource.TOPIC_CONFIG, "segment.bytes": ConfigSource.TOPIC_CONFIG}
+    finally:
+        broker.close()
+
+
+def test_describe_configs_retries_a_retriable_error():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {"t": 1})
+    answered = configs_answer({"t": [("retention.ms", "5", 1)]})
+    codes = iter([Errors.REQUEST_TIMED_OUT.code])
+
+    def answer(header, body):
+        code = next(codes, None)
+        if code is None:
+            return answered(header, body)
+        return {"throttle_time_ms": 0, "results": [{"error_code": code, "error_message": "busy", "resource_type": 2,
+                                                    "resource_name": "t", "configs": []}]}
+    broker.handlers[ApiKeys.DESCRIBE_CONFIGS] = answer
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
+            assert admin.describe_configs(["t"])["t"]["retention.ms"].value == "5"
+        assert [api for api, _ in broker.apis_seen()].count("DESCRIBE_CONFIGS") == 2
+    finally:
+        broker.close()
+
+
+def test_replicas_on_brokers_that_are_down_stay_as_placeholders():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {"t": 1}, placements={("t", 0): (0, [0, 5, 6], [0, 6])})
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}") as admin:
+            (partition,) = admin.describe_topics(["t"])["t"]
+            assert [n.id for n in admin.describe_cluster().nodes] == [0]
+        assert partition.leader == broker.node
+        assert partition.replicas == (broker.node, Node(5, "", -1), Node(6, "", -1))
+        assert partition.in_sync_replicas == (broker.node, Node(6, "", -1))
+    finally:
+        broker.close()
 
 
 def test_retriable_coordinator_errors_refind_the_coordinator():

@@ -2,11 +2,17 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch5_tools/0100_command_line.ipynb ceb00531
 import argparse
+import contextlib
 import importlib
+import io
 import pkgutil
 import sys
+from collections.abc import Callable
 
 import kafka_edu.tools
+from kafka_edu.clients.admin import ClusterAdmin
+from kafka_edu.common.config import load_properties
+from kafka_edu.common.protocol.errors import KafkaError
 
 
 class ToolArgumentParser(argparse.ArgumentParser):
@@ -20,6 +26,10 @@ class UsageError(Exception):
     """A combination of options argparse cannot rule out: one line on stderr, exit status 2."""
 
 
+class CommandError(Exception):
+    """What a tool refuses itself, or finds impossible, once it has asked the cluster: exit status 1."""
+
+
 def key_value(text: str) -> tuple[str, str]:
     """The argparse type of KEY=VALUE options: split at the first '=' (a value may contain more)."""
     key, sep, value = text.partition("=")
@@ -31,6 +41,40 @@ def key_value(text: str) -> tuple[str, str]:
 def flag(text: str) -> bool:
     """A boolean --property as Kafka's tools read one: "true" in any case is true, anything else false."""
     return text.strip().lower() == "true"
+
+
+def read_properties(path: str, option: str) -> dict[str, str]:
+    """The properties file an option names; one that cannot be read is a usage error."""
+    try:
+        return load_properties(path)
+    except OSError as e:
+        raise UsageError(f"cannot read {option} {path}: {e.strerror}") from None
+
+
+def add_admin_arguments(parser: argparse.ArgumentParser, bootstrap_help: str = "brokers to bootstrap from") -> None:
+    """--bootstrap-server and --timeout: the options of every tool that works through a ClusterAdmin."""
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help)
+    parser.add_argument("--timeout", type=int, default=30_000, metavar="MS",
+                        help="how long to wait for the cluster's answers (default 30000)")
+
+
+def run_with_admin(args, client_id: str, command: Callable[[ClusterAdmin], int], error_prefix: str) -> int:
+    """`command(admin)`'s exit status, or 1 with one line `error_prefix + error` on stderr when the
+    cluster refuses, times out or cannot be reached, or the command raises CommandError."""
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    try:
+        admin = ClusterAdmin(args.bootstrap_server, client_id=client_id, request_timeout_ms=args.timeout)
+    except ValueError as e:              # a malformed --bootstrap-server
+        raise UsageError(str(e)) from None
+    with admin:
+        try:
+            return command(admin)
+        except BrokenPipeError:          # our reader went away: main() exits quietly
+            raise
+        except (CommandError, KafkaError, TimeoutError, OSError) as e:
+            print(error_prefix + str(e), file=sys.stderr)
+            return 1
 
 
 def discover_tools() -> dict:
@@ -67,3 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `kafka-edu ... | head` closed our stdout; not an error
         sys.stderr.close()
         return 0
+
+
+def run_captured(argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """`kafka-edu ARGV` in this process, reading `stdin`: (exit status, stdout, stderr), usage exits included."""
+    out, err, saved = io.StringIO(), io.StringIO(), sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(argv)
+            except SystemExit as exit:
+                status = exit.code
+    finally:
+        sys.stdin = saved
+    return status, out.getvalue(), err.getvalue()

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from kafka_edu.clients.consumer.fetcher import ConsumerRecord
 from kafka_edu.clients.consumer.kafka_consumer import BYTES, KafkaConsumer
 from kafka_edu.common.cluster import TopicPartition
-from kafka_edu.common.config import load_properties
 from kafka_edu.common.protocol.errors import KafkaError
 from kafka_edu.common.record.record import TimestampType
-from kafka_edu.tools.cli import UsageError, flag, key_value
+from kafka_edu.tools.cli import UsageError, flag, key_value, read_properties
 from kafka_edu.tools.topics import topic_filter
 
 COMMAND = "console-consumer"
@@ -104,10 +103,7 @@ def consumer_config(args) -> dict:
     """--consumer.config < --consumer-property < what the options imply."""
     config = {}
     if args.consumer_config:
-        try:
-            config.update(load_properties(args.consumer_config))
-        except OSError as e:
-            raise UsageError(f"cannot read --consumer.config {args.consumer_config}: {e.strerror}") from None
+        config.update(read_properties(args.consumer_config, "--consumer.config"))
     config.update(dict(args.consumer_property))
     if args.from_beginning:
         config["auto.offset.reset"] = "earliest"

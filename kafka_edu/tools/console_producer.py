@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import BinaryIO
 
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
-from kafka_edu.common.config import load_properties
-from kafka_edu.tools.cli import UsageError, flag, key_value
+from kafka_edu.tools.cli import UsageError, flag, key_value, read_properties
 
 COMMAND = "console-producer"
 HELP = "Send each line of standard input to a topic as one record (Kafka's kafka-console-producer.sh)."
@@ -91,10 +90,7 @@ def producer_config(args) -> dict:
     config = {key: str(default) for _, key, _, default, _ in PRODUCER_OPTIONS}
     config.update({"compression.type": "none", "client.id": "console-producer"})
     if args.producer_config:
-        try:
-            config.update(load_properties(args.producer_config))
-        except OSError as e:
-            raise UsageError(f"cannot read --producer.config {args.producer_config}: {e.strerror}") from None
+        config.update(read_properties(args.producer_config, "--producer.config"))
     config.update(dict(args.producer_property))
     for option, key, _, _, _ in PRODUCER_OPTIONS:
         given = getattr(args, option[2:].replace("-", "_"))

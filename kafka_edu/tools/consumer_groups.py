@@ -10,6 +10,7 @@ from kafka_edu.clients.admin import (
 )
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.tools.cli import CommandError, UsageError, add_admin_arguments, run_with_admin
 
 COMMAND = "consumer-groups"
 HELP = ("List consumer groups, describe their offsets and lag, reset their committed offsets, and delete "
@@ -21,13 +22,8 @@ INACTIVE_STATES = ("Empty", "Dead")
 REBALANCING_STATES = ("PreparingRebalance", "AwaitingSync")
 
 
-class UsageError(Exception):
-    """A bad combination of options: one line on stderr, exit status 2."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="brokers to bootstrap from")
+    add_admin_arguments(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list all consumer groups")
     action.add_argument("--describe", action="store_true",
@@ -47,8 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scenario.add_argument("--to-latest", action="store_true", help="reset to the log end offset")
     scenario.add_argument("--to-offset", type=int, metavar="N", help="reset to offset N (clamped to the log)")
     scenario.add_argument("--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)")
-    parser.add_argument("--timeout", type=int, default=30_000, metavar="MS",
-                        help="how long to wait for the cluster's answers (default 30000)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     mode.add_argument("--dry-run", action="store_true", help="only show the new offsets (the default)")
@@ -56,8 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args) -> None:
     """The option rules argparse cannot express; raises UsageError."""
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
     if args.list and args.group:
         raise UsageError("--group is not valid with --list")
     action = "describe" if args.describe else "delete" if args.delete else "reset-offsets" if args.reset_offsets else None
@@ -95,27 +87,17 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
 
 
 def run(args) -> int:
-    try:
-        check_arguments(args)
-    except UsageError as e:
-        print(f"kafka-edu {COMMAND}: error: {e} (see --help)", file=sys.stderr)
-        return 2
-    try:
-        with ClusterAdmin(args.bootstrap_server, client_id="kafka-edu-consumer-groups",
-                          request_timeout_ms=args.timeout) as admin:
-            if args.list:
-                return list_groups(admin)
-            if args.describe:
-                return describe_group(admin, args.group[0])
-            if args.delete:
-                return delete_groups(admin, args.group)
-            return reset_offsets(admin, args)
-    except ValueError as e:            # a malformed --bootstrap-server
-        print(f"kafka-edu {COMMAND}: error: {e} (see --help)", file=sys.stderr)
-        return 2
-    except (KafkaError, TimeoutError, OSError) as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
+    check_arguments(args)
+
+    def command(admin: ClusterAdmin) -> int:
+        if args.list:
+            return list_groups(admin)
+        if args.describe:
+            return describe_group(admin, args.group[0])
+        if args.delete:
+            return delete_groups(admin, args.group)
+        return reset_offsets(admin, args)
+    return run_with_admin(args, "kafka-edu-consumer-groups", command, "Error: ")
 
 
 # %% book/ch5_tools/0600_consumer_groups.ipynb b7bb3e78
@@ -164,9 +146,7 @@ def _shown(value) -> str:
 def describe_group(admin: ClusterAdmin, group_id: str) -> int:
     group = admin.describe_group(group_id)
     if not group.is_consumer_group:
-        print(f"Error: group {group_id} with protocol type '{group.protocol_type}' is not a consumer group",
-              file=sys.stderr)
-        return 1
+        raise CommandError(f"group {group_id} with protocol type '{group.protocol_type}' is not a consumer group")
     rows = [] if group.state in REBALANCING_STATES else describe_rows(admin, group)
     if not rows:
         print(f"Consumer group `{group_id}` does not exist or is rebalancing.")
@@ -218,9 +198,8 @@ def reset_offsets(admin: ClusterAdmin, args) -> int:
     (group_id,) = args.group
     group = admin.describe_group(group_id)
     if group.state not in INACTIVE_STATES:
-        print(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
-              f"but the current state is {group.state}.", file=sys.stderr)
-        return 1
+        raise CommandError(f"Assignments can only be reset if the group '{group_id}' is inactive, "
+                           f"but the current state is {group.state}.")
     plan = reset_plan(admin, args, admin.list_group_offsets(group_id))
     if args.execute:
         admin.commit_group_offsets(group_id, plan)

@@ -5,28 +5,20 @@ import argparse
 import re
 import sys
 
-from kafka_edu.clients.admin import ClusterAdmin, NewTopic
-from kafka_edu.common.protocol.api_keys import ApiKeys
-from kafka_edu.common.protocol.errors import Errors, KafkaError
-from kafka_edu.tools.cli import UsageError, key_value
+from kafka_edu.clients.admin import ClusterAdmin, ConfigSource, NewPartitions, NewTopic
+from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.tools.cli import CommandError, UsageError, add_admin_arguments, key_value, run_with_admin
 
 COMMAND = "topics"
 HELP = "Create, list, describe, alter and delete topics (Kafka's kafka-topics.sh)."
 
 ERROR_PREFIX = "Error while executing topic command : "
 INTERNAL_TOPICS = ("__consumer_offsets",)
-TOPIC_RESOURCE = 2          # DescribeConfigs resource type of a topic
-TOPIC_CONFIG_SOURCE = 1     # DescribeConfigs v1+: the value is the topic's own override
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 
 
-class TopicCommandError(Exception):
-    """The cluster cannot do what was asked: one line on stderr, exit status 1."""
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="(Beyond 0.10: Kafka 2.2) brokers to bootstrap from; 0.10 took --zookeeper")
+    add_admin_arguments(parser, "(Beyond 0.10: Kafka 2.2) brokers to bootstrap from; 0.10 took --zookeeper")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--list", action="store_true", help="list the topics")
@@ -53,12 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --describe: only partitions without a live leader")
     report.add_argument("--topics-with-overrides", action="store_true",
                         help="with --describe: only topics with config overrides, without their partitions")
-    parser.add_argument("--timeout", type=int, default=30_000, metavar="MS",
-                        help="how long to wait for the cluster's answers (default 30000)")
 
 
-def check_arguments(args) -> None:
-    """The option rules argparse cannot express; raises UsageError."""
+def check_arguments(args) -> str:
+    """The option rules argparse cannot express (raises UsageError); returns the action."""
     action = next(a for a in ACTIONS if getattr(args, a))
     valid_with = {"--partitions": ("create", "alter"), "--replication-factor": ("create",),
                   "--replica-assignment": ("create", "alter"), "--config": ("create",),
@@ -69,8 +59,6 @@ def check_arguments(args) -> None:
         value = getattr(args, option[2:].replace("-", "_"))
         if value not in (None, False, []) and action not in actions:
             raise UsageError(f"{option} is only valid with " + " or ".join(f"--{a}" for a in actions))
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
     if action in ("create", "alter", "delete") and not args.topic:
         raise UsageError(f"--{action} needs --topic")
     if args.replica_assignment is not None:
@@ -84,6 +72,7 @@ def check_arguments(args) -> None:
         topic_filter(args.topic)
     if action == "alter" and args.partitions is None:
         raise UsageError("--alter needs --partitions (the new partition count)")
+    return action
 
 
 def parse_replica_assignment(text: str) -> list[list[int]]:
@@ -104,25 +93,9 @@ def topic_filter(pattern: str, option: str = "--topic") -> re.Pattern:
 
 
 def run(args) -> int:
-    check_arguments(args)
-    try:
-        admin = ClusterAdmin(args.bootstrap_server, client_id="kafka-edu-topics", request_timeout_ms=args.timeout)
-    except ValueError as e:          # a malformed --bootstrap-server
-        raise UsageError(str(e)) from None
-    with admin:
-        try:
-            if args.create:
-                return create_topic(admin, args)
-            if args.list:
-                return list_topics(admin, args)
-            if args.describe:
-                return describe_topics(admin, args)
-            if args.alter:
-                return alter_topic(admin, args)
-            return delete_topic(admin, args)
-        except (TopicCommandError, KafkaError, TimeoutError, OSError) as e:
-            print(ERROR_PREFIX + str(e), file=sys.stderr)
-            return 1
+    command = {"create": create_topic, "list": list_topics, "describe": describe_topics, "alter": alter_topic,
+               "delete": delete_topic}[check_arguments(args)]
+    return run_with_admin(args, "kafka-edu-topics", lambda admin: command(admin, args), ERROR_PREFIX)
 
 
 # %% book/ch5_tools/0200_topic_command.ipynb 19843baa
@@ -145,20 +118,6 @@ def create_topic(admin: ClusterAdmin, args) -> int:
 
 
 # %% book/ch5_tools/0200_topic_command.ipynb a6a3623f
-def cluster_metadata(admin: ClusterAdmin) -> tuple[set[int], dict[str, list]]:
-    """The live broker ids and each topic's partitions (sorted), from one raw Metadata response."""
-    node = admin.describe_cluster([]).nodes[0]
-    response = admin.call(node, ApiKeys.METADATA, lambda version: {
-        "topics": None if version >= 1 else [], "allow_auto_topic_creation": False})
-    topics = {}
-    for topic in response.topics:
-        error = Errors.for_code(topic.error_code)
-        if error is not Errors.NONE:
-            raise KafkaError(error, f"topic {topic.name!r}")
-        topics[topic.name] = sorted(topic.partitions, key=lambda p: p.partition_index)
-    return {b.node_id for b in response.brokers}, dict(sorted(topics.items()))
-
-
 def matching_topics(topics, pattern: str | None, if_exists: bool = False) -> list[str]:
     """The topics --topic selects (all without it); none matching is an error unless `if_exists`."""
     if pattern is None:
@@ -166,105 +125,74 @@ def matching_topics(topics, pattern: str | None, if_exists: bool = False) -> lis
     regex = topic_filter(pattern)
     chosen = sorted(t for t in topics if regex.fullmatch(t))
     if not chosen and not if_exists:
-        raise TopicCommandError(f"Topic '{pattern}' does not exist.")
+        raise CommandError(f"Topic '{pattern}' does not exist.")
     return chosen
 
 
 def topic_overrides(admin: ClusterAdmin, topics: list[str]) -> dict[str, dict[str, str]]:
-    """Each topic's config overrides, from DescribeConfigs."""
-    if not topics:
-        return {}
-    node = admin.describe_cluster([]).nodes[0]
-    response = admin.call(node, ApiKeys.DESCRIBE_CONFIGS, {"resources": [
-        {"resource_type": TOPIC_RESOURCE, "resource_name": t, "configuration_keys": None} for t in topics],
-        "include_synonyms": False})
-    overrides = {}
-    for result in response.results:
-        error = Errors.for_code(result.error_code)
-        if error is not Errors.NONE:
-            raise KafkaError(error, result.error_message or f"describing the configs of {result.resource_name!r}")
-        overrides[result.resource_name] = {
-            c.name: c.value for c in result.configs
-            if (c.config_source == TOPIC_CONFIG_SOURCE if c.get("config_source", -1) != -1 else not c.is_default)}
-    return overrides
+    """Each topic's own config overrides (not the broker's values, not the defaults)."""
+    return {topic: {e.name: e.value for e in entries.values() if e.source is ConfigSource.TOPIC_CONFIG}
+            for topic, entries in admin.describe_configs(topics).items()}
 
 
 def list_topics(admin: ClusterAdmin, args) -> int:
-    _, topics = cluster_metadata(admin)
-    for topic in matching_topics(topics, args.topic, if_exists=True):
+    for topic in matching_topics(admin.describe_cluster().topics, args.topic, if_exists=True):
         print(topic)
     return 0
 
 
-def _ids(ids) -> str:
-    return ",".join(str(i) for i in ids)
+def _ids(nodes) -> str:
+    return ",".join(str(n.id) for n in nodes)
 
 
 def describe_topics(admin: ClusterAdmin, args) -> int:
-    live, topics = cluster_metadata(admin)
-    names = matching_topics(topics, args.topic)
+    cluster = admin.describe_cluster()
+    names = matching_topics(cluster.topics, args.topic)
     partition_filter = args.under_replicated_partitions or args.unavailable_partitions
     overrides = {} if partition_filter else topic_overrides(admin, names)
     for name in names:
-        partitions = topics[name]
+        partitions = cluster.partitions_for_topic(name)
         if not partition_filter:
             configs = overrides[name]
             if configs or not args.topics_with_overrides:
-                factor = len(partitions[0].replica_nodes) if partitions else 0
+                factor = len(partitions[0].replicas) if partitions else 0
                 print(f"Topic:{name}\tPartitionCount:{len(partitions)}\tReplicationFactor:{factor}\t"
                       f"Configs:{','.join(f'{k}={v}' for k, v in sorted(configs.items()))}")
             if args.topics_with_overrides:
                 continue
         for p in partitions:
-            leader = p.leader_id if p.leader_id >= 0 else None
-            if args.under_replicated_partitions and len(p.isr_nodes) >= len(p.replica_nodes):
+            if args.under_replicated_partitions and len(p.in_sync_replicas) >= len(p.replicas):
                 continue
-            if args.unavailable_partitions and leader in live:
+            if args.unavailable_partitions and p.leader is not None:
                 continue
-            print(f"\tTopic: {name}\tPartition: {p.partition_index}\tLeader: {'none' if leader is None else leader}"
-                  f"\tReplicas: {_ids(p.replica_nodes)}\tIsr: {_ids(p.isr_nodes)}")
+            print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {'none' if p.leader is None else p.leader.id}"
+                  f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.in_sync_replicas)}")
     return 0
 
 
 # %% book/ch5_tools/0200_topic_command.ipynb d9ffa232
-def create_partitions(admin: ClusterAdmin, topic: str, count: int, assignment: list[list[int]] | None,
-                      timeout_ms: int) -> None:
-    """CreatePartitions to the controller: grow `topic` to `count` partitions."""
-    controller = admin.describe_cluster([]).controller
-    if controller is None:
-        raise KafkaError(Errors.NOT_CONTROLLER, "the cluster reports no controller")
-    response = admin.call(controller, ApiKeys.CREATE_PARTITIONS, {"topics": [{
-        "name": topic, "count": count,
-        "assignments": None if assignment is None else [{"broker_ids": b} for b in assignment]}],
-        "timeout_ms": timeout_ms, "validate_only": False})
-    for result in response.results:
-        error = Errors.for_code(result.error_code)
-        if error is not Errors.NONE:
-            raise KafkaError(error, result.error_message or f"topic {result.name!r}")
-
-
 def alter_topic(admin: ClusterAdmin, args) -> int:
-    _, topics = cluster_metadata(admin)
-    names = matching_topics(topics, args.topic, args.if_exists)
+    names = matching_topics(admin.describe_cluster().topics, args.topic, args.if_exists)
     if any(name in INTERNAL_TOPICS for name in names):
-        raise TopicCommandError("The number of partitions for the offsets topic cannot be changed.")
+        raise CommandError("The number of partitions for the offsets topic cannot be changed.")
     assignment = None if args.replica_assignment is None else parse_replica_assignment(args.replica_assignment)
     for name in names:
         print("WARNING: If partitions are increased for a topic that has a key, the partition logic or ordering "
               "of the messages will be affected")
-        create_partitions(admin, name, args.partitions, assignment, args.timeout // 2)
+        grown = admin.create_partitions({name: NewPartitions(args.partitions, assignment)}, args.timeout // 2)
+        if grown[name] is not None:
+            raise grown[name]
         print("Adding partitions succeeded!")
     return 0
 
 
 # %% book/ch5_tools/0200_topic_command.ipynb bd5fa6ce
 def delete_topic(admin: ClusterAdmin, args) -> int:
-    _, topics = cluster_metadata(admin)
-    names = matching_topics(topics, args.topic, args.if_exists)
+    names = matching_topics(admin.describe_cluster().topics, args.topic, args.if_exists)
     for name in names:
         if name in INTERNAL_TOPICS:
-            raise TopicCommandError(f"Topic {name} is a kafka internal topic and is not allowed to be marked "
-                                    "for deletion.")
+            raise CommandError(f"Topic {name} is a kafka internal topic and is not allowed to be marked "
+                               "for deletion.")
     results = admin.delete_topics(names, timeout_ms=args.timeout // 2) if names else {}
     for name in names:
         error = results[name]

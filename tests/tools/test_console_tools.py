@@ -4,10 +4,7 @@ as its own process: a keyed round trip through the console scripts with every co
 formatter's properties, --partition/--offset, a group resuming where it stopped, and the errors."""
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
-import sys
 import uuid
 from collections import defaultdict
 
@@ -15,7 +12,7 @@ import pytest
 from compat.broker_process import KAFKA_EDU, BrokerProcess
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
-from kafka_edu.tools.cli import build_parser, discover_tools, main
+from kafka_edu.tools.cli import build_parser, discover_tools, run_captured
 from kafka_edu.tools.console_producer import producer_config
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -48,17 +45,7 @@ def consume(broker, topic, *extra) -> subprocess.CompletedProcess:
 
 def run_tool(tool, *argv, stdin: bytes = b""):
     """A tool in this process: (status, stdout, stderr); stdout is a StringIO, the formatter decodes."""
-    out, err, saved = io.StringIO(), io.StringIO(), sys.stdin
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                status = main([tool, *argv])
-            except SystemExit as exit:
-                status = exit.code
-    finally:
-        sys.stdin = saved
-    return status, out.getvalue(), err.getvalue()
+    return run_captured([tool, *argv], stdin)
 
 
 def codecs_on_disk(broker, topic, partitions) -> set[str]:

@@ -4,8 +4,6 @@ state and edge on demand), then against a kafka-edu broker coordinating a live c
 (--delete against a broker process and kafka-python: tests/compat/test_consumer_groups_delete.py.)"""
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 
 import pytest
@@ -14,19 +12,13 @@ from scripted_broker import ScriptedBroker, metadata_answer
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.consumer_protocol import Assignment, ConsumerProtocol, Subscription
-from kafka_edu.tools.cli import main
+from kafka_edu.tools.cli import run_captured
 
 TP = TopicPartition
 
 
 def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(["consumer-groups", *argv])
-        except SystemExit as exit:
-            status = exit.code
-    return status, out.getvalue(), err.getvalue()
+    return run_captured(["consumer-groups", *argv])
 
 
 B = ["--bootstrap-server", "127.0.0.1:9"]

@@ -3,27 +3,21 @@ one line), the create/list/describe/alter/delete round trip in 0.10's output for
 cluster answers (exit 1, one line), and what real clients (kafka-python, kcat) see of it."""
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import uuid
 
 import pytest
 from compat.broker_process import KAFKA_EDU, BrokerProcess
+from scripted_broker import ScriptedBroker, metadata_answer
 
-from kafka_edu.tools.cli import main
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.tools.cli import run_captured
 
 ERROR = "Error while executing topic command : "
 
 
 def run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(["topics", *argv])
-        except SystemExit as exit:
-            status = exit.code
-    return status, out.getvalue(), err.getvalue()
+    return run_captured(["topics", *argv])
 
 
 B = ["--bootstrap-server", "127.0.0.1:9"]
@@ -206,6 +200,31 @@ def test_deletion_disabled_is_reported(tmp_path):
         assert run(*b, "--list") == (0, "keep\n", "")
     finally:
         server.shutdown()
+
+
+# --- a scripted broker: what a single live broker cannot show -------------------------------------
+
+def test_describe_shows_replicas_on_brokers_that_are_down():
+    """Broker 0 is up; broker 1, which holds a replica of both partitions and leads partition 1, is down."""
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {"t": 2}, placements={
+        ("t", 0): (0, [0, 1], [0]), ("t", 1): (-1, [1], [])})
+    broker.handlers[ApiKeys.DESCRIBE_CONFIGS] = lambda h, b: {"throttle_time_ms": 0, "results": [
+        {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": r.resource_name, "configs": [
+            {"name": "retention.ms", "value": "1000", "read_only": False, "config_source": 1, "is_sensitive": False,
+             "synonyms": []},
+            {"name": "segment.bytes", "value": "2048", "read_only": False, "config_source": 4, "is_sensitive": False,
+             "synonyms": []}]} for r in b.resources]}
+    b = ["--bootstrap-server", "{}:{}".format(*broker.address)]
+    try:
+        assert run(*b, "--describe") == (0, (
+            "Topic:t\tPartitionCount:2\tReplicationFactor:2\tConfigs:retention.ms=1000\n"
+            + partition_line("t", 0, replicas="0,1", isr="0") + partition_line("t", 1, "none", "1", "")), "")
+        assert run(*b, "--describe", "--under-replicated-partitions") == (
+            0, partition_line("t", 0, replicas="0,1", isr="0") + partition_line("t", 1, "none", "1", ""), "")
+        assert run(*b, "--describe", "--unavailable-partitions") == (0, partition_line("t", 1, "none", "1", ""), "")
+    finally:
+        broker.close()
 
 
 def test_the_console_script_and_real_clients_agree(broker, kcat):

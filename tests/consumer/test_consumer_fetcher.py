@@ -115,3 +115,68 @@ def test_out_of_range_resets_or_raises(server):
 def test_max_poll_records_must_be_positive(server):
     with pytest.raises(ValueError):
         make(server, max_poll_records=0)
+
+
+# --- batches that end past their last record ----------------------------------------------------
+
+def batch(base_offset: int, count: int, last_offset: int | None = None, **control) -> bytes:
+    """A v2 batch of `count` records from `base_offset`; `last_offset` moves its end as the cleaner does."""
+    import struct
+
+    import crc32c
+
+    from kafka_edu.common.record.memory_records import MemoryRecordsBuilder
+    builder = MemoryRecordsBuilder(base_offset=base_offset, **control)
+    for i in range(count):
+        if control:
+            builder.append(0, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 0))   # a COMMIT marker
+        else:
+            builder.append(0, None, b"v%d" % (base_offset + i))
+    data = bytearray(bytes(builder.build()))
+    if last_offset is not None:                  # lastOffsetDelta at byte 23; the CRC covers bytes 21 on
+        struct.pack_into(">i", data, 23, last_offset - base_offset)
+        struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def offline_fetcher(max_poll_records: int = 500):
+    from kafka_edu.clients.consumer.fetcher import CompletedFetch
+    from kafka_edu.common.protocol.errors import Errors
+
+    subs = SubscriptionState(OffsetResetStrategy.EARLIEST)
+    subs.assign_from_user([P0])
+    subs.seek(P0, 0)
+    fetcher = Fetcher(None, subs, Metadata(), max_poll_records=max_poll_records)
+
+    def answer(*batches: bytes) -> None:
+        fetcher.completed_fetches.append(CompletedFetch(P0, subs.position(P0), Errors.NONE, 100, b"".join(batches)))
+    return subs, fetcher, answer
+
+
+def offsets(records) -> list[int]:
+    return [r.offset for r in records.get(P0, [])]
+
+
+def test_position_moves_to_the_end_of_a_batch_whose_last_records_were_cleaned():
+    subs, fetcher, answer = offline_fetcher()
+    answer(batch(0, 3), batch(3, 2, last_offset=7))
+    assert offsets(fetcher.fetched_records()) == [0, 1, 2, 3, 4]
+    assert subs.position(P0) == 8                  # not 5: offsets 5-7 are gone but belong to that batch
+
+
+def test_position_moves_to_the_batch_end_across_max_poll_records():
+    subs, fetcher, answer = offline_fetcher(max_poll_records=4)
+    answer(batch(0, 5, last_offset=9))
+    assert offsets(fetcher.fetched_records()) == [0, 1, 2, 3] and subs.position(P0) == 4
+    assert offsets(fetcher.fetched_records()) == [4] and subs.position(P0) == 10
+
+
+def test_control_batches_are_skipped_and_stepped_over():
+    subs, fetcher, answer = offline_fetcher()
+    marker = dict(producer_id=7, producer_epoch=0, is_transactional=True, is_control=True)
+    answer(batch(0, 2), batch(2, 1, **marker))
+    assert offsets(fetcher.fetched_records()) == [0, 1] and subs.position(P0) == 3
+    answer(batch(3, 1, **marker))                  # nothing for the application, but the position moves
+    assert fetcher.fetched_records() == {} and subs.position(P0) == 4
+    answer(batch(4, 1))
+    assert offsets(fetcher.fetched_records()) == [4] and subs.position(P0) == 5

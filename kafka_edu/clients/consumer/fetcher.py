@@ -64,11 +64,15 @@ class PartitionRecords:
     """Parsed records of one partition not yet returned; valid while the position is `fetch_offset`.
 
     `records[index:]` are still to be returned: taking some moves the index, copying nothing else.
+    `next_offset` is where the fetched batches end. It can lie past the last record: the cleaner keeps
+    a v2 batch's last offset when it drops the batch's last records, and control batches hold no
+    records for the application, so the position must move to the batch's end, not the last record's.
     """
 
     partition: TopicPartition
     fetch_offset: int
     records: list
+    next_offset: int
     index: int = 0
 
     def remaining(self) -> int:
@@ -165,7 +169,7 @@ class Fetcher:
                 self._next_in_line = None                   # paused, revoked or seeked meanwhile: drop it
                 continue
             taken = part.take(budget)
-            part.fetch_offset = taken[-1].offset + 1
+            part.fetch_offset = taken[-1].offset + 1 if part.remaining() else part.next_offset
             self.subscriptions.seek(tp, part.fetch_offset)
             drained.setdefault(tp, []).extend(taken)
             budget -= len(taken)
@@ -176,7 +180,12 @@ class Fetcher:
         if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != fetch.fetch_offset:
             return None                                        # stale: the position moved since we asked
         if fetch.error is Errors.NONE:
-            return PartitionRecords(tp, fetch.fetch_offset, self._decode(tp, fetch))
+            records, next_offset = self._decode(tp, fetch)
+            if records:
+                return PartitionRecords(tp, fetch.fetch_offset, records, next_offset)
+            if next_offset > fetch.fetch_offset:
+                self.subscriptions.seek(tp, next_offset)       # only batches with nothing to return
+            return None
         if fetch.error is Errors.OFFSET_OUT_OF_RANGE:
             if not self.subscriptions.has_default_offset_reset_policy():
                 raise NoOffsetForPartitionError([tp])
@@ -189,8 +198,9 @@ class Fetcher:
             raise fetch.error.exception(f"fetch of {tp} at offset {fetch.fetch_offset}")
         return None
 
-    def _decode(self, tp: TopicPartition, fetch: CompletedFetch) -> list[ConsumerRecord]:
-        """The fetch's records from the fetch offset on, as ConsumerRecords, in offset order.
+    def _decode(self, tp: TopicPartition, fetch: CompletedFetch) -> tuple[list[ConsumerRecord], int]:
+        """The fetch's records from the fetch offset on, as ConsumerRecords in offset order, and the
+        offset after the last whole batch.
 
         With bytes in and bytes out (the default deserializers) a v2 batch decodes straight into
         ConsumerRecords; otherwise each record is deserialized as it is wrapped.
@@ -200,9 +210,13 @@ class Fetcher:
         prefix, topic, new = (tp.topic, tp.partition), tp.topic, tuple.__new__
         key_of, value_of = self.key_deserializer.deserialize, self.value_deserializer.deserialize
         records: list[ConsumerRecord] = []
+        next_offset = fetch.fetch_offset
         for batch in MemoryRecords(fetch.records).batches():
             if batch.last_offset < fetch.fetch_offset:
                 continue                                   # wholly before the fetch offset: not even decoded
+            next_offset = batch.last_offset + 1
+            if type(batch) is DefaultRecordBatch and batch.is_control:
+                continue                                   # transaction markers are not the application's
             if raw and type(batch) is DefaultRecordBatch:
                 records += batch.decode(self.check_crcs, ConsumerRecord, prefix)
             else:
@@ -212,7 +226,7 @@ class Fetcher:
         first = 0
         while first < len(records) and records[first].offset < fetch.fetch_offset:
             first += 1                                     # a compressed batch may start before it
-        return records[first:] if first else records
+        return (records[first:] if first else records), next_offset
 
     # --- positions: committed offsets, resets through ListOffsets -----------------------------
     def update_fetch_positions(self, partitions) -> None:

@@ -15,7 +15,7 @@ import pytest
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.client_request import IllegalStateError
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
-from kafka_edu.clients.producer.partitioner import murmur2, to_positive
+from kafka_edu.clients.producer.partitioner import DefaultPartitioner, murmur2, to_positive
 from kafka_edu.clients.producer.serializers import ByteArraySerializer, IntegerSerializer, StringSerializer
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.kafka_config import KafkaConfig
@@ -212,3 +212,51 @@ def test_partitions_for_and_typed_serializers(broker):
     [message] = consume(broker, topic, 3, 1)
     assert message.key() == b"\x00\x00\x00\x07" and message.value() == "héllo".encode()
     assert message.partition() == metadata.partition == to_positive(murmur2(b"\x00\x00\x00\x07")) % 3
+
+
+class Upper(ByteArraySerializer):
+    """A subclass changes what bytes become, so the producer must call it even for bytes."""
+
+    def serialize(self, topic, data):
+        return None if data is None else bytes(data).upper()
+
+
+def test_bytes_pass_through_only_the_plain_byte_array_serializer(broker):
+    topic = new_topic(broker, partitions=1)
+    with producer(broker) as p:
+        assert p._bytes_as_they_are
+        for value in (b"plain", bytearray(b"array"), memoryview(b"view"), None):
+            p.send(topic, value, key=b"k").get(10)
+    with KafkaProducer({"bootstrap.servers": broker, "key.serializer": Upper, "value.serializer": Upper}) as p:
+        assert not p._bytes_as_they_are
+        p.send(topic, b"shout", key=b"k").get(10)
+    got = consume(broker, topic, 1, 5)
+    assert [(m.key(), m.value()) for m in got] == [
+        (b"k", b"plain"), (b"k", b"array"), (b"k", b"view"), (b"k", None), (b"K", b"SHOUT")]
+
+
+class OneTooFar(DefaultPartitioner):
+    def partition(self, topic, key, key_bytes, value, value_bytes, cluster):
+        return cluster.partition_count_for_topic(topic)
+
+
+def test_a_partition_out_of_range_is_refused_whoever_chose_it(broker):
+    topic = new_topic(broker, partitions=2)
+    with producer(broker, **{"partitioner.class": OneTooFar, "max.block.ms": 300}) as p:
+        p.partitions_for(topic)
+        with pytest.raises(ValueError, match="invalid partition 2"):
+            p.send(topic, b"x")
+        with pytest.raises(ValueError, match="invalid partition -1"):
+            p.send(topic, b"x", partition=-1)
+        assert isinstance(p.send(topic, b"x", partition=2).exception(10), TimeoutError)
+
+
+def test_partitions_added_later_are_used_after_the_metadata_update(broker):
+    topic = new_topic(broker, partitions=1)
+    with producer(broker) as p:
+        assert p.send(topic, b"before").get(10).partition == 0
+        with ClusterAdmin(broker) as admin:
+            assert admin.create_partitions({topic: 3}) == {topic: None}
+        assert p.send(topic, b"third", partition=2).get(10).partition == 2   # waits for the new metadata
+        spread = {p.send(topic, b"after").get(10).partition for _ in range(6)}
+    assert spread == {0, 1, 2}

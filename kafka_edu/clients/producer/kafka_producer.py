@@ -19,7 +19,7 @@ from kafka_edu.clients.producer.producer_record import ProducerRecord
 from kafka_edu.clients.producer.record_accumulator import RecordAccumulator
 from kafka_edu.clients.producer.record_batch import RECORD_SIZE_BOUND, FutureRecordMetadata, ProduceRequestResult
 from kafka_edu.clients.producer.sender import Sender
-from kafka_edu.clients.producer.serializers import SerializationError, Serializer
+from kafka_edu.clients.producer.serializers import ByteArraySerializer, SerializationError, Serializer
 from kafka_edu.common.cluster import Cluster, PartitionInfo, TopicPartition, parse_bootstrap_servers
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.errors import Errors, KafkaError
@@ -87,9 +87,13 @@ class KafkaProducer:
         self.metadata = Metadata(refresh_backoff_ms=config["retry.backoff.ms"],
                                  metadata_expire_ms=config["metadata.max.age.ms"], time=time)
         self.metadata.bootstrap(addresses)
-        self._cluster = self.metadata.fetch()
+        # (Cluster, {topic: its TopicPartitions}): replaced as one by the metadata listener, read without a lock
+        self._known_topics: tuple[Cluster, dict[str, tuple[TopicPartition, ...]]] = (self.metadata.fetch(), {})
         self.metadata.add_listener(self._on_metadata_update)
-        self._topic_partitions: dict[str, list[TopicPartition]] = {}
+        self._bytes_as_they_are = (type(self.key_serializer) is ByteArraySerializer
+                                   and type(self.value_serializer) is ByteArraySerializer)
+        self._unchecked_record_size = (min(self.max_request_size, self.total_memory_size)
+                                       - RECORD_BATCH_OVERHEAD - RECORD_SIZE_BOUND)
         self.accumulator = RecordAccumulator(config["batch.size"], config["buffer.memory"], self.compression_type,
                                              config["linger.ms"], config["retry.backoff.ms"], time)
         acks = -1 if config["acks"] == "all" else int(config["acks"])
@@ -125,27 +129,26 @@ class KafkaProducer:
             topic, partition, timestamp, key, value, headers = record
         tp = None
         try:
-            cluster = self._cluster
+            cluster, known = self._known_topics
+            partitions = known.get(topic)
             waited_ms = 0
-            count = cluster.partition_count_for_topic(topic)
-            if count is None or (partition is not None and partition >= count):
+            if partitions is None or (partition is not None and partition >= len(partitions)):
                 cluster, waited_ms = self._wait_on_metadata(topic, partition, self.max_block_ms)
-            try:
-                key_bytes = self.key_serializer.serialize(topic, key)
-                value_bytes = self.value_serializer.serialize(topic, value)
-            except SerializationError:
-                raise
-            except Exception as e:
-                raise SerializationError(f"cannot serialize the record's key {key!r} or value with "
-                                         f"{type(self.key_serializer).__name__}/"
-                                         f"{type(self.value_serializer).__name__}: {e}") from e
+                partitions = self._topic_partitions(cluster, topic)
+            if (self._bytes_as_they_are and (key is None or type(key) is bytes)
+                    and (value is None or type(value) is bytes)):
+                key_bytes, value_bytes = key, value          # what ByteArraySerializer returns for these
+            else:
+                key_bytes, value_bytes = self._serialize(topic, key, value)
             if partition is None:
                 partition = self.partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
-            elif not 0 <= partition < cluster.partition_count_for_topic(topic):
+            if not 0 <= partition < len(partitions):
                 raise ValueError(f"invalid partition {partition} for topic {topic}: it has partitions "
-                                 f"0..{cluster.partition_count_for_topic(topic) - 1}")
-            self._ensure_valid_record_size(key_bytes, value_bytes, headers)
-            tp = self._topic_partition(topic, partition)
+                                 f"0..{len(partitions) - 1}")
+            if headers or ((0 if key_bytes is None else len(key_bytes))
+                           + (0 if value_bytes is None else len(value_bytes)) > self._unchecked_record_size):
+                self._ensure_valid_record_size(key_bytes, value_bytes, headers)
+            tp = partitions[partition]
             now = self._time.milliseconds()
             if self._intercepting:
                 callback = InterceptorCallback(callback, self.interceptors, tp)
@@ -178,16 +181,28 @@ class KafkaProducer:
         result.done()
         return FutureRecordMetadata(result, 0, NO_TIMESTAMP, -1, -1)
 
-    def _topic_partition(self, topic: str, partition: int) -> TopicPartition:
-        """The TopicPartition object for a record, made once per partition rather than once per record."""
-        partitions = self._topic_partitions.get(topic)
-        if partitions is None or partition >= len(partitions):
-            partitions = self._topic_partitions[topic] = [TopicPartition(topic, p) for p in range(partition + 1)]
-        return partitions[partition]
+    def _serialize(self, topic: str, key, value) -> tuple[bytes | None, bytes | None]:
+        """The record's key and value bytes from the configured serializers."""
+        try:
+            return self.key_serializer.serialize(topic, key), self.value_serializer.serialize(topic, value)
+        except SerializationError:
+            raise
+        except Exception as e:
+            raise SerializationError(f"cannot serialize the record's key {key!r} or value with "
+                                     f"{type(self.key_serializer).__name__}/"
+                                     f"{type(self.value_serializer).__name__}: {e}") from e
+
+    def _topic_partitions(self, cluster: Cluster, topic: str) -> tuple[TopicPartition, ...]:
+        """The topic's TopicPartition objects, made once per Cluster rather than once per record."""
+        partitions = tuple(TopicPartition(topic, p) for p in range(cluster.partition_count_for_topic(topic)))
+        known_cluster, known = self._known_topics
+        if known_cluster is cluster:              # a newer Cluster may have replaced it meanwhile
+            known[topic] = partitions
+        return partitions
 
     def _on_metadata_update(self, cluster: Cluster) -> None:
-        """Metadata listener: keep the newest Cluster where send() reads it without taking a lock."""
-        self._cluster = cluster
+        """Metadata listener: the newest Cluster, with no topics looked up in it yet."""
+        self._known_topics = (cluster, {})
 
     def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple[Cluster, int]:
         """The cluster once it knows the topic (and partition), and the ms spent waiting for it."""

@@ -67,8 +67,11 @@ class DefaultPartitioner(Partitioner):
 
     def partition(self, topic, key, key_bytes, value, value_bytes, cluster):
         if key_bytes is None:
-            next_value = to_positive(next(self._counter))
-            available = self._available_partitions(topic, cluster)
+            next_value = next(self._counter) & 0x7FFFFFFF        # to_positive(), inlined: this runs per record
+            cached_cluster, by_topic = self._available
+            available = by_topic.get(topic) if cached_cluster is cluster else None
+            if available is None:
+                available = self._available_partitions(topic, cluster)
             if available:
                 return available[next_value % len(available)]
             return next_value % cluster.partition_count_for_topic(topic)

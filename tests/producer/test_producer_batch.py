@@ -1,6 +1,7 @@
 """ProducerBatch: futures and callbacks from one result, the fit test, close into the pooled buffer."""
 from __future__ import annotations
 
+import random
 import threading
 
 import pytest
@@ -144,3 +145,39 @@ def test_records_larger_than_the_buffer_keep_their_own_bytes():
     b.try_append(0, None, b"x" * 500, (), None, 0)      # the first record always fits
     records = b.close()
     assert records.size_in_bytes > 100 and buffer == bytearray(100)
+
+
+def _random_records(rng: random.Random, count: int) -> list[tuple]:
+    """Keys and values of any size or null, timestamps that jump (long varints), now and then headers."""
+    def field():
+        return None if rng.random() < 0.15 else rng.randbytes(rng.choice([0, 1, 7, 63, 64, 200, 1500, 9000]))
+    records, timestamp = [], 1_700_000_000_000
+    for _ in range(count):
+        timestamp += rng.choice([0, 1, 5000, 10**9, -(10**6)])
+        headers = (("h", field()),) if rng.random() < 0.1 else ()
+        records.append((timestamp, field(), field(), headers))
+    return records
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_running_room_ends_batches_where_the_builder_alone_would(seed):
+    """Batches of 1-16 KiB filled record by record: same records per batch, same bytes, same is_full answers."""
+    rng = random.Random(seed)
+    limit = rng.choice([1024, 4096, 16384])
+    pending = _random_records(rng, 400)
+    while pending:
+        ours = batch(limit)
+        alone = MemoryRecordsBuilder(write_limit=limit, estimator=CompressionRateEstimator())
+        taken = 0
+        for timestamp, key, value, headers in pending:
+            fits = alone.has_room_for(key, value, headers, timestamp)
+            future = ours.try_append(timestamp, key, value, headers, None, 0)
+            assert (future is not None) == fits
+            if not fits:
+                break
+            alone.append(timestamp, key, value, headers)
+            taken += 1
+            assert ours.is_full() == alone.is_full()
+        assert taken and ours.record_count == taken
+        assert bytes(ours.close().buffer) == bytes(alone.build().buffer)
+        pending = pending[taken:]

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from kafka_edu.clients.client_request import IllegalStateError
 from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.record.compression import CompressionType
 from kafka_edu.common.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka_edu.common.record.record import NO_TIMESTAMP
 
@@ -106,6 +107,10 @@ class FutureRecordMetadata:
 
 # %% book/ch2_producer/0303_record_batch.ipynb 2713e5f1
 RECORD_SIZE_BOUND = 36   # the most the varints and attributes of one v2 record can add to its key and value
+UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
+UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
+UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
+UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
 
 
 class Thunk(NamedTuple):
@@ -134,16 +139,31 @@ class ProducerBatch:
         self.last_append_time = created_ms
         self.drained_ms = -1
         self.producer_state: tuple[int, int, int] | None = None   # Beyond 0.10 (2.4): (id, epoch, base sequence)
+        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
+        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
+        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
+        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
+        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
+        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
+        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
+        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
 
     # --- filling ------------------------------------------------------------------------------
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: tuple,
                    callback: Callable | None, now: int) -> FutureRecordMetadata | None:
         """Append one record and return its future; None when the batch has no room for it."""
-        if not self._has_room_for(timestamp, key, value, headers):
-            return None
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        # RECORD_SIZE_BOUND reserves 5 bytes for each length; a null key or value (-1) takes only 1 of them
+        bound = RECORD_SIZE_BOUND + key_size + value_size
+        room = self._room - bound
+        if room < 0 or headers:                   # the running bound does not settle it: ask the builder
+            if not self._has_room_for(timestamp, key, value, headers):
+                return None
+            room = self._measured_room(headers) - bound
         self.records_builder.append(timestamp, key, value, headers)
-        future = FutureRecordMetadata(self.produce_future, self.record_count, timestamp,
-                                      -1 if key is None else len(key), -1 if value is None else len(value))
+        self._room = room
+        future = FutureRecordMetadata(self.produce_future, self.record_count, timestamp, key_size, value_size)
         if callback is not None:
             self.thunks.append(Thunk(callback, future))
         self.record_count += 1
@@ -160,8 +180,15 @@ class ProducerBatch:
                 return True
         return builder.has_room_for(key, value, headers, timestamp)
 
+    def _measured_room(self, headers) -> int:
+        """Bytes left before the write limit, when a record's bound can be counted off them."""
+        if headers or not self._counts_down:
+            return UNKNOWN_ROOM
+        builder = self.records_builder
+        return builder.write_limit - builder.estimated_size_in_bytes()
+
     def is_full(self) -> bool:
-        return self.records is not None or self.records_builder.is_full()
+        return self._room <= 0 and (self.records is not None or self.records_builder.is_full())
 
     @property
     def size_in_bytes(self) -> int:
@@ -173,6 +200,7 @@ class ProducerBatch:
     def close(self) -> MemoryRecords:
         """No more appends: build (and compress) the records, into the pooled buffer if they fit."""
         if self.records is None:
+            self._room = UNKNOWN_ROOM
             built = self.records_builder.build()
             size, buffer = built.size_in_bytes, self.buffer
             if buffer is not None and size <= len(buffer):

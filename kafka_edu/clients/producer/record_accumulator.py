@@ -25,6 +25,9 @@ class RecordAppendResult(NamedTuple):
     new_batch_created: bool
 
 
+_new_tuple = tuple.__new__    # a RecordAppendResult per record without NamedTuple's Python-level __new__
+
+
 class ReadyCheckResult(NamedTuple):
     ready_nodes: set[Node]
     next_ready_check_delay_ms: int
@@ -123,7 +126,7 @@ class RecordAccumulator:
             last = dq[-1]
             future = last.try_append(timestamp, key, value, headers, callback, now)
             if future is not None:
-                return RecordAppendResult(future, len(dq) > 1 or last.is_full(), False)
+                return _new_tuple(RecordAppendResult, (future, len(dq) > 1 or last.is_full(), False))
             last.close()
         return None
 

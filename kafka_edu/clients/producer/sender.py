@@ -145,7 +145,7 @@ class Sender:
                 continue
             tp = batch.topic_partition
             by_partition[tp] = batch
-            topic_data.setdefault(tp.topic, []).append({"index": tp.partition, "records": records})
+            topic_data.setdefault(tp.topic, []).append({"index": tp.partition, "records": records.buffer})
         if not by_partition:
             return None
         body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,

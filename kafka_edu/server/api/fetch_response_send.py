@@ -4,45 +4,76 @@
 import collections
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.header import RESPONSE_HEADER_V0
-from kafka_edu.common.protocol.types import INT32, RECORDS, Array, Schema
+from kafka_edu.common.protocol.types import INT32, RECORDS, Array, Schema, Type
 from kafka_edu.server.log.file_records import FileRecords
 
 _MISSING = object()
 MAX_GATHER = 64      # buffers per sendmsg call
+
+Writer = Callable[[object, bytearray, list], None]   # writer(value, out, pieces)
 
 
 def _piece_size(piece) -> int:
     return piece.size_in_bytes() if isinstance(piece, FileRecords) else len(piece)
 
 
-def _write_pieces(type_, value, out: bytearray, pieces: list) -> None:
+def _no_fields(name: str, missing):
+    return missing
+
+
+def _compile(type_: Type) -> Writer:
+    """A writer for `type_` that appends to `out` and cuts a new piece at every `FileRecords`."""
     if isinstance(type_, Schema):
-        for field in type_.fields:
-            v = value.get(field.name, _MISSING) if isinstance(value, Mapping) else _MISSING
-            _write_pieces(field.type, field.default_value() if v is _MISSING else v, out, pieces)
-    elif isinstance(type_, Array) and isinstance(type_.type, Schema) and value is not None:
-        INT32.write_to(out, len(value))
-        for item in value:
-            _write_pieces(type_.type, item, out, pieces)
-    elif type_ is RECORDS and isinstance(value, FileRecords):
-        INT32.write_to(out, value.size_in_bytes())
-        if value.size_in_bytes():
-            pieces.append(bytes(out))
-            out.clear()
-            pieces.append(value)
-    else:
-        type_.write_to(out, value)
+        fields = [(f.name, f.default_value, _compile(f.type)) for f in type_.fields]
+
+        def write_struct(value, out, pieces):
+            get = value.get if isinstance(value, Mapping) else _no_fields
+            for name, default, write in fields:
+                v = get(name, _MISSING)
+                write(default() if v is _MISSING else v, out, pieces)
+        return write_struct
+    if isinstance(type_, Array) and isinstance(type_.type, Schema):
+        write_item = _compile(type_.type)
+
+        def write_array(value, out, pieces):
+            if value is None:
+                type_.write_to(out, None)              # -1 if nullable, the type's own error if not
+                return
+            INT32.write_to(out, len(value))
+            for item in value:
+                write_item(item, out, pieces)
+        return write_array
+    if type_ is RECORDS:
+        def write_records(value, out, pieces):
+            if not isinstance(value, FileRecords):
+                RECORDS.write_to(out, value)
+                return
+            INT32.write_to(out, value.size_in_bytes())
+            if value.size_in_bytes():
+                pieces.append(bytes(out))
+                out.clear()
+                pieces.append(value)
+        return write_records
+    write_to = type_.write_to
+    return lambda value, out, pieces: write_to(out, value)
+
+
+_write_header = _compile(RESPONSE_HEADER_V0)
+_WRITERS: dict[tuple[int, int], Writer] = {}     # (api key, version) -> body writer, filled on first use
 
 
 def encode_response_pieces(correlation_id: int, api_key: int, version: int, body) -> list:
     """A response frame without its size prefix, as buffers and `FileRecords` slices in wire order."""
+    write = _WRITERS.get((api_key, version))
+    if write is None:
+        write = _WRITERS[(api_key, version)] = _compile(ApiKeys(api_key).response_schema(version))
     out, pieces = bytearray(), []
-    RESPONSE_HEADER_V0.write_to(out, {"correlation_id": correlation_id})
-    _write_pieces(ApiKeys(api_key).response_schema(version), body, out, pieces)
+    _write_header({"correlation_id": correlation_id}, out, pieces)
+    write(body, out, pieces)
     if out:
         pieces.append(bytes(out))
     return pieces
@@ -76,14 +107,15 @@ class FetchResponseSend:
                     break                                   # the socket buffer is full
                 self.zero_copy_bytes += sent
             else:
-                buffers = [memoryview(head)[self._offset:]]
+                buffers, flags = [memoryview(head)[self._offset:]], 0
                 for piece in list(self._pending)[1:MAX_GATHER]:
                     if isinstance(piece, FileRecords):
+                        flags = socket.MSG_MORE             # the slice's bytes follow at once
                         break
                     buffers.append(memoryview(piece))
                 offered = sum(len(b) for b in buffers)
                 try:
-                    sent = sock.sendmsg(buffers)
+                    sent = sock.sendmsg(buffers, (), flags)
                 except BlockingIOError:
                     break
             written += sent

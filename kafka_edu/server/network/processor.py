@@ -83,11 +83,8 @@ class Processor(AbstractServerThread):
             self.shutdown_complete()
 
     def _configure_new_connections(self) -> None:
-        while True:
-            try:
-                sock, remote_host = self._new_connections.get_nowait()
-            except queue.Empty:
-                return
+        while not self._new_connections.empty():        # only this thread takes, so the check holds
+            sock, remote_host = self._new_connections.get_nowait()
             try:
                 local, remote = sock.getsockname(), sock.getpeername()
                 connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}"
@@ -116,8 +113,8 @@ class Processor(AbstractServerThread):
                 channel.set_send(response.send)
                 self._inflight_responses[connection_id] = response
                 self._handle_io(channel, selectors.EVENT_WRITE, self._time.milliseconds())
-                if connection_id in self._channels:
-                    self._update_interest(channel)
+                if connection_id in self._channels and channel.has_send():
+                    self._update_interest(channel)      # wait for room; a finished send unmutes below
 
     def _poll(self, timeout_ms: int) -> None:
         ready = self._selector.select(timeout_ms / 1000)
@@ -133,10 +130,13 @@ class Processor(AbstractServerThread):
     def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
         """Read and/or write what the socket allows; a broken connection is closed here."""
         try:
-            if events & selectors.EVENT_READ and not channel.muted:
-                receive = channel.read()
-                if receive is not None:
-                    self._completed_receives.append(receive)
+            if events & selectors.EVENT_READ:
+                if channel.muted:
+                    self._update_interest(channel)      # muted lazily: stop watching now that it matters
+                else:
+                    receive = channel.read()
+                    if receive is not None:
+                        self._completed_receives.append(receive)
             if events & selectors.EVENT_WRITE:
                 send = channel.write()
                 if send is not None:
@@ -161,8 +161,7 @@ class Processor(AbstractServerThread):
             except InvalidRequestError as exc:
                 self._close(receive.source, str(exc), logging.WARNING)
                 continue
-            channel.mute()
-            self._update_interest(channel)
+            channel.mute()                              # lazily: the registration changes only if read
             while not self._request_channel.send_request(request, timeout_ms=POLL_TIMEOUT_MS):
                 if not self.is_running:
                     return

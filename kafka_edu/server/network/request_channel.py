@@ -142,8 +142,11 @@ class RequestChannel:
 
     def receive_response(self, processor: int) -> Response | None:
         """The Processor's next response, or None; never blocks."""
+        responses = self._response_queues[processor]
+        if responses.empty():        # the common answer, asked every loop round: no exception for it
+            return None
         try:
-            response = self._response_queues[processor].get_nowait()
+            response = responses.get_nowait()
         except queue.Empty:
             return None
         response.request.response_dequeue_time_ms = self._time.milliseconds()

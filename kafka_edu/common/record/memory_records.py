@@ -99,11 +99,13 @@ class MemoryRecordsBuilder:
                                                producer_id, producer_epoch, base_sequence, is_transactional,
                                                is_control, partition_leader_epoch)
             self._overhead = RECORD_BATCH_OVERHEAD
+            self._append_record = self._builder.append       # chosen once: append runs per record
         elif magic in (0, 1):
             if producer_id != NO_PRODUCER_ID or is_transactional or is_control:
                 raise ValueError(f"message format v{magic} has no producer id, transactions or control records")
             self._builder = MessageSetBuilder(magic, self.compression, timestamp_type, log_append_time)
             self._overhead = LOG_OVERHEAD + record_overhead(magic) if self.compression else 0
+            self._append_record = self._append_message
         else:
             raise ValueError(f"unknown message format magic {magic}")
         self.base_offset = base_offset
@@ -128,14 +130,15 @@ class MemoryRecordsBuilder:
         """Append at an explicit, increasing offset (conversion, compaction, the broker's rebuilds)."""
         if self._built is not None:
             raise ValueError("this MemoryRecordsBuilder is closed: build() was called")
-        if self.magic < 2:
-            if headers:
-                raise ValueError(f"message format v{self.magic} does not support record headers")
-            self._builder.append(offset, timestamp, key, value)
-        else:
-            self._builder.append(offset, timestamp, key, value, headers)
+        self._append_record(offset, timestamp, key, value, headers)
         self._next_offset = offset + 1
         return offset
+
+    def _append_message(self, offset: int, timestamp: int | None, key, value, headers) -> None:
+        """v0/v1: a message has no headers."""
+        if headers:
+            raise ValueError(f"message format v{self.magic} does not support record headers")
+        self._builder.append(offset, timestamp, key, value)
 
     def estimated_size_in_bytes(self) -> int:
         if self._built is not None:

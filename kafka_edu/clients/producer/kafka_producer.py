@@ -131,9 +131,10 @@ class KafkaProducer:
         try:
             cluster, known = self._known_topics
             partitions = known.get(topic)
-            waited_ms = 0
+            remaining_ms = self.max_block_ms            # of max.block.ms, for the accumulator's memory wait
             if partitions is None or (partition is not None and partition >= len(partitions)):
-                cluster, waited_ms = self._wait_on_metadata(topic, partition, self.max_block_ms)
+                cluster, waited_ms = self._wait_on_metadata(topic, partition, remaining_ms)
+                remaining_ms = max(0, remaining_ms - waited_ms)
                 partitions = self._topic_partitions(cluster, topic)
             if (self._bytes_as_they_are and (key is None or type(key) is bytes)
                     and (value is None or type(value) is bytes)):
@@ -153,7 +154,7 @@ class KafkaProducer:
             if self._intercepting:
                 callback = InterceptorCallback(callback, self.interceptors, tp)
             result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
-                                             headers, callback, max(0, self.max_block_ms - waited_ms), now)
+                                             headers, callback, remaining_ms, now)
             if result.batch_is_full or result.new_batch_created:
                 self.sender.wakeup()
             return result.future

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.header import RESPONSE_HEADER_V0
-from kafka_edu.common.protocol.types import INT32, RECORDS, Array, Schema, Type
+from kafka_edu.common.protocol.types import INT32, RECORDS, Array, ProtocolError, Schema, Type
 from kafka_edu.server.log.file_records import FileRecords
 
 _MISSING = object()
@@ -34,7 +34,11 @@ def _compile(type_: Type) -> Writer:
             get = value.get if isinstance(value, Mapping) else _no_fields
             for name, default, write in fields:
                 v = get(name, _MISSING)
-                write(default() if v is _MISSING else v, out, pieces)
+                try:
+                    write(default() if v is _MISSING else v, out, pieces)
+                except ProtocolError as e:          # name the field, as the codec's own walk does
+                    e.within(name)
+                    raise
         return write_struct
     if isinstance(type_, Array) and isinstance(type_.type, Schema):
         write_item = _compile(type_.type)
@@ -44,8 +48,12 @@ def _compile(type_: Type) -> Writer:
                 type_.write_to(out, None)              # -1 if nullable, the type's own error if not
                 return
             INT32.write_to(out, len(value))
-            for item in value:
-                write_item(item, out, pieces)
+            for i, item in enumerate(value):
+                try:
+                    write_item(item, out, pieces)
+                except ProtocolError as e:
+                    e.within(f"[{i}]")
+                    raise
         return write_array
     if type_ is RECORDS:
         def write_records(value, out, pieces):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from kafka_edu.common.network.network_send import NetworkSend
 from kafka_edu.common.protocol.api_keys import ApiKeys, UnsupportedVersionError
 from kafka_edu.common.protocol.errors import Errors
-from kafka_edu.common.protocol.header import RequestHeader, decode_request, encode_response
+from kafka_edu.common.protocol.header import RequestHeader, decode_request
 from kafka_edu.common.protocol.types import ProtocolError, Struct
 from kafka_edu.common.record.errors import UnsupportedCompressionTypeError
 from kafka_edu.common.record.memory_records import MemoryRecords, convert
@@ -65,13 +65,13 @@ class _Dispatch:
         handler(request, header, body)
 
     def _answer_unsupported_api_versions(self, request: Request, header: RequestHeader) -> None:
-        frame = encode_response(header.correlation_id, ApiKeys.API_VERSIONS, 0,
-                                {"error_code": Errors.UNSUPPORTED_VERSION.code, "api_keys": self.api_version_ranges()})
-        self._send(request, NetworkSend(request.connection_id, memoryview(frame)[4:]))
+        pieces = encode_response_pieces(header.correlation_id, ApiKeys.API_VERSIONS, 0, {
+            "error_code": Errors.UNSUPPORTED_VERSION.code, "api_keys": self.api_version_ranges()})
+        self._send(request, NetworkSend(request.connection_id, pieces))
 
     def send_response(self, request: Request, header: RequestHeader, body) -> None:
-        frame = encode_response(header.correlation_id, header.api_key, header.api_version, body)
-        self._send(request, NetworkSend(request.connection_id, memoryview(frame)[4:]))
+        pieces = encode_response_pieces(header.correlation_id, header.api_key, header.api_version, body)
+        self._send(request, NetworkSend(request.connection_id, pieces))
 
     def _send(self, request: Request, send) -> None:
         self._stamp(request)

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from external import free_port, stop
+from kafka_edu.clients.admin import ClusterAdmin
+from kafka_edu.common.protocol.errors import KafkaError
 
 KAFKA_EDU = Path(sys.executable).with_name("kafka-edu")
 
@@ -36,7 +38,13 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> "BrokerProcess":
+    def start(self, timeout: float = 60) -> "BrokerProcess":
+        """Start the broker and return once it is registered and a controller is elected.
+
+        Like Kafka, a broker listens before it registers, and a metadata answer listing no broker
+        and no controller then can leave a client (librdkafka's admin client, for one) waiting on
+        its slow metadata refresh: tests begin only once the broker lists itself.
+        """
         self.log = open(self.workdir / "broker.log", "ab")
         self.proc = subprocess.Popen([str(KAFKA_EDU), "server-start", str(self.config)],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.workdir)
@@ -44,13 +52,20 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            if self.registered():
                 return self
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         self.stop()
-        raise TimeoutError(f"broker did not listen within {timeout}s:\n{self.output()}")
+        raise TimeoutError(f"broker was not registered within {timeout}s:\n{self.output()}")
+
+    def registered(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            with ClusterAdmin(self.bootstrap, request_timeout_ms=1000) as probe:
+                cluster = probe.describe_cluster()
+                return cluster.controller is not None and bool(cluster.nodes)
+        except (OSError, TimeoutError, KafkaError):
+            return False
 
     def output(self) -> str:
         return (self.workdir / "broker.log").read_text(errors="replace")[-4000:]

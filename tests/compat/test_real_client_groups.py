@@ -33,7 +33,6 @@ from broker_process import BrokerProcess
 from external import stop, wait_for
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.common.cluster import TopicPartition
-from kafka_edu.common.protocol.errors import KafkaError
 
 PARTITIONS = 6
 PER_PHASE = 30                      # records per partition in each produce phase
@@ -129,20 +128,6 @@ def split_among(admin: ClusterAdmin, group: str, client_ids: set[str]):
     return current
 
 
-def registered_admin(broker: BrokerProcess) -> ClusterAdmin:
-    """An admin client once the broker is registered. A broker listens before it registers, and a metadata
-    answer listing no broker would leave a client with no node to ask: probe with throwaway clients."""
-    def registered() -> bool:
-        try:
-            with ClusterAdmin(broker.bootstrap, request_timeout_ms=1000) as probe:
-                cluster = probe.describe_cluster()
-                return cluster.controller is not None and bool(cluster.nodes)
-        except (TimeoutError, KafkaError):
-            return False
-    wait_for(registered, 30, "the broker's registration")
-    return ClusterAdmin(broker.bootstrap, request_timeout_ms=20_000)
-
-
 def committed(admin: ClusterAdmin, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: o.offset for tp, o in admin.list_group_offsets(group).items() if tp.topic == topic}
 
@@ -157,7 +142,7 @@ def test_group_of_three_survives_a_kill_and_a_broker_restart(client, tmp_path, r
     kcat = request.getfixturevalue("kcat") if client == "kcat" else None
     broker = BrokerProcess(tmp_path, {"group.min.session.timeout.ms": "1000",
                                       "offsets.topic.num.partitions": "10"}).start()
-    admin = registered_admin(broker)
+    admin = ClusterAdmin(broker.bootstrap, request_timeout_ms=20_000)
     topic, group = f"{client}-orders", f"{client}-group"
     members: list[MemberProcess] = []
 
@@ -218,7 +203,7 @@ def test_group_of_three_survives_a_kill_and_a_broker_restart(client, tmp_path, r
         assert broker.stop() == 0, broker.output()
         broker.start()
         admin.close()
-        admin = registered_admin(broker)
+        admin = ClusterAdmin(broker.bootstrap, request_timeout_ms=20_000)
         after = wait_for(lambda: admin.describe_group(group), 30, "the restarted coordinator")
         assert (after.state, after.protocol) == (before.state, before.protocol) == ("Stable", before.protocol)
         assert [(m.member_id, m.client_id, m.assignment) for m in after.members] == \

@@ -39,6 +39,7 @@ class Processor(AbstractServerThread):
         self._inflight_responses: dict[str, Response] = {}
         self._completed_receives: list[NetworkReceive] = []
         self._completed_sends: list[Send] = []
+        self._pipelining: set[str] = set()   # connections seen sending while muted: mute them eagerly
         self._selector = selectors.DefaultSelector()
         self._wakeup = Wakeup()
         self._wakeup.register(self._selector)
@@ -132,6 +133,7 @@ class Processor(AbstractServerThread):
         try:
             if events & selectors.EVENT_READ:
                 if channel.muted:
+                    self._pipelining.add(channel.id)
                     self._update_interest(channel)      # muted lazily: stop watching now that it matters
                 else:
                     receive = channel.read()
@@ -162,6 +164,8 @@ class Processor(AbstractServerThread):
                 self._close(receive.source, str(exc), logging.WARNING)
                 continue
             channel.mute()                              # lazily: the registration changes only if read
+            if receive.source in self._pipelining:
+                self._update_interest(channel)
             while not self._request_channel.send_request(request, timeout_ms=POLL_TIMEOUT_MS):
                 if not self.is_running:
                     return
@@ -195,6 +199,7 @@ class Processor(AbstractServerThread):
             return
         channel.watch(self._selector, 0)
         self._inflight_responses.pop(connection_id, None)
+        self._pipelining.discard(connection_id)
         log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
         self.close_socket(channel.socket, channel.remote_host)
 

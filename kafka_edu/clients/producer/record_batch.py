@@ -108,9 +108,6 @@ class FutureRecordMetadata:
 # %% book/ch2_producer/0303_record_batch.ipynb 2713e5f1
 RECORD_SIZE_BOUND = 36   # the most the varints and attributes of one v2 record can add to its key and value
 UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
-UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
-UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
-UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
 
 
 class Thunk(NamedTuple):
@@ -139,12 +136,6 @@ class ProducerBatch:
         self.last_append_time = created_ms
         self.drained_ms = -1
         self.producer_state: tuple[int, int, int] | None = None   # Beyond 0.10 (2.4): (id, epoch, base sequence)
-        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
-        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
-        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
-        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
-        self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
-        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
         self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
         self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
 

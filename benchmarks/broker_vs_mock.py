@@ -117,10 +117,23 @@ def measure(brokers: dict[str, str], records: int, size: int, repeats: int) -> d
     return rates
 
 
+def await_leader(client, topic: str, timeout: float = 10) -> None:
+    """Wait until partition 0 of `topic` has a leader: the first request auto-creates it, and a consumer
+    asking for its watermarks in between would fail with UNKNOWN_PARTITION."""
+    deadline = time.monotonic() + timeout
+    while True:
+        partitions = client.list_topics(topic, timeout=timeout).topics[topic].partitions
+        if 0 in partitions and partitions[0].leader >= 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"partition 0 of {topic} has no leader after {timeout}s")
+        time.sleep(0.05)
+
+
 def latency(bootstrap: str, topic: str, seconds: float, rate: int) -> tuple[float, float]:
     """(p50, p99) milliseconds from produce() to the consumer receiving the record."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
-    producer.list_topics(topic, timeout=10)
+    await_leader(producer, topic)
     consumer = _consumer(bootstrap)
     high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     consumer.assign([TopicPartition(topic, 0, high)])

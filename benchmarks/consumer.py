@@ -18,18 +18,14 @@ The first repeat warms connections and the page cache and is discarded.
 """
 from __future__ import annotations
 
-import argparse
-import logging
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
-from broker_process import BrokerProcess  # noqa: E402
+from _three_clients import main, median_rates  # noqa: E402
 from broker_vs_mock import consume_pass, produce  # noqa: E402
 from kafka import KafkaConsumer as KafkaPythonConsumer  # noqa: E402
 from kafka import TopicPartition as KafkaPythonTopicPartition  # noqa: E402
@@ -74,41 +70,12 @@ CLIENTS = {"ours": run_ours, "kafka-python": run_kafka_python, "confluent": cons
 
 
 def measure(bootstrap: str, records: int, size: int, repeats: int) -> dict[str, float]:
-    """Median records/s per client reading the same `records` values; clients take turns within every repeat."""
+    """Median records/s per client, each reading the same `records` values from the first offset."""
     topic = f"bench-consume-{size}"
     produce(bootstrap, topic, records, size)
-    rates: dict[str, list[float]] = {name: [] for name in CLIENTS}
-    for repeat in range(repeats + 1):
-        for name, run in CLIENTS.items():
-            elapsed = run(bootstrap, topic, 0, records)
-            if repeat:
-                rates[name].append(records / elapsed)
-    return {name: statistics.median(r) for name, r in rates.items()}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--sizes", default="100,1024")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp), {"num.partitions": "1"}).start()
-        try:
-            print(f"{'size':>6}{'ours rec/s':>12}{'MB/s':>7}{'kafka-python':>14}{'MB/s':>7}{'confluent':>12}{'MB/s':>7}"
-                  f"{'ours/kafka-python':>19}{'ours/confluent':>16}")
-            for size in (int(s) for s in args.sizes.split(",")):
-                rate = measure(broker.bootstrap, args.records, size, args.repeats)
-                mb = {name: r * size / 1e6 for name, r in rate.items()}
-                print(f"{size:>5}B{rate['ours']:>12,.0f}{mb['ours']:>7.1f}{rate['kafka-python']:>14,.0f}"
-                      f"{mb['kafka-python']:>7.1f}{rate['confluent']:>12,.0f}{mb['confluent']:>7.1f}"
-                      f"{rate['ours'] / rate['kafka-python']:>19.2f}{rate['ours'] / rate['confluent']:>16.2f}",
-                      flush=True)
-        finally:
-            broker.stop()
-    return 0
+    return median_rates({name: lambda repeat, run=run: run(bootstrap, topic, 0, records)
+                         for name, run in CLIENTS.items()}, records, repeats)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, 200_000, measure))

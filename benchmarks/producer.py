@@ -14,18 +14,14 @@ The first repeat warms connections and the page cache and is discarded.
 """
 from __future__ import annotations
 
-import argparse
-import logging
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
 from _timed_send import time_confluent_produces, time_sends  # noqa: E402
-from broker_process import BrokerProcess  # noqa: E402
+from _three_clients import main, median_rates  # noqa: E402
 from confluent_kafka import Producer as ConfluentProducer  # noqa: E402
 from kafka import KafkaProducer as KafkaPythonProducer  # noqa: E402
 
@@ -58,38 +54,12 @@ CLIENTS = {"ours": run_ours, "kafka-python": run_kafka_python, "confluent": run_
 
 
 def measure(bootstrap: str, records: int, size: int, repeats: int) -> dict[str, float]:
-    """Median records/s per client; clients take turns within every repeat."""
+    """Median records/s per client, each repeat writing to a fresh topic."""
     value = b"x" * size
-    rates: dict[str, list[float]] = {name: [] for name in CLIENTS}
-    for repeat in range(repeats + 1):
-        for name, run in CLIENTS.items():
-            elapsed = run(bootstrap, f"bench-{name}-{size}-{repeat}", records, value)
-            if repeat:
-                rates[name].append(records / elapsed)
-    return {name: statistics.median(r) for name, r in rates.items()}
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--sizes", default="100,1024")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp), {"num.partitions": "1"}).start()
-        try:
-            print(f"{'size':>6}{'ours rec/s':>12}{'kafka-python':>14}{'confluent':>12}"
-                  f"{'ours/kafka-python':>19}{'ours/confluent':>16}{'ours MB/s':>11}")
-            for size in (int(s) for s in args.sizes.split(",")):
-                rate = measure(broker.bootstrap, args.records, size, args.repeats)
-                print(f"{size:>5}B{rate['ours']:>12,.0f}{rate['kafka-python']:>14,.0f}{rate['confluent']:>12,.0f}"
-                      f"{rate['ours'] / rate['kafka-python']:>19.2f}{rate['ours'] / rate['confluent']:>16.2f}"
-                      f"{rate['ours'] * size / 1e6:>11.1f}", flush=True)
-        finally:
-            broker.stop()
-    return 0
+    return median_rates({name: lambda repeat, name=name, run=run:
+                         run(bootstrap, f"bench-{name}-{size}-{repeat}", records, value)
+                         for name, run in CLIENTS.items()}, records, repeats)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, 100_000, measure))

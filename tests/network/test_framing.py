@@ -96,11 +96,13 @@ def test_large_send_survives_partial_writes(pair):
         size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
         received["payload"] = sock.recv(size, socket.MSG_WAITALL)
 
+    first = send.write_to(left)                  # nobody reads yet: the socket buffer fills, the write is short
+    assert 0 < first < send.size and not send.completed()
     thread = threading.Thread(target=reader)
     thread.start()
     selector = selectors.DefaultSelector()
     selector.register(left, selectors.EVENT_WRITE)
-    writes = 0
+    writes = 1
     while not send.completed():
         selector.select(5)
         send.write_to(left)

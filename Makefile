@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NBVAL := $(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
          --nbval-sanitize-with book/nbval_sanitize.cfg book/
 
-.PHONY: install system-packages run test check-tangle lint unit nbval book tangle notebooks bench clean
+.PHONY: install system-packages run cluster cluster-stop test check-tangle lint unit nbval book tangle notebooks bench clean
 
 install: system-packages $(STAMP)
 
@@ -32,6 +32,24 @@ $(STAMP): pyproject.toml
 # One broker on 127.0.0.1:9092 with the embedded coordination backend; data under ./data.
 run: install
 	$(BIN)/kafka-edu server-start config/server.properties
+
+# ZooKeeper (Debian's, on 127.0.0.1:2181) and three brokers (9092, 9093, 9094) in the background;
+# data under ./data, their output under ./data/logs. See config/zookeeper.properties, config/server-N.properties.
+CLUSTER_BROKERS := 0 1 2
+cluster: install
+	@mkdir -p data/logs
+	$(BIN)/kafka-edu zookeeper-start --daemon --log-file data/logs/zookeeper.log config/zookeeper.properties
+	@for i in $(CLUSTER_BROKERS); do \
+	  $(BIN)/kafka-edu server-start --daemon --log-file data/logs/server-$$i.log config/server-$$i.properties || exit 1; \
+	done
+	@echo "Cluster running: bootstrap servers 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+	@echo "Check it with:   kcat -b 127.0.0.1:9092 -L"
+	@echo "Stop it with:    make cluster-stop"
+
+# Each broker with a controlled shutdown, then ZooKeeper; whatever is not running is skipped.
+cluster-stop:
+	@for i in $(CLUSTER_BROKERS); do $(BIN)/kafka-edu server-stop --config config/server-$$i.properties || true; done
+	@$(BIN)/kafka-edu zookeeper-stop config/zookeeper.properties || true
 
 tangle: $(STAMP)
 	$(BIN)/python scripts/tangle.py

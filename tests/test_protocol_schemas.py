@@ -43,7 +43,8 @@ def test_every_api_and_version_is_declared():
                 "CREATE_TOPICS": 4, "DELETE_TOPICS": 3, "INIT_PRODUCER_ID": 1, "DESCRIBE_CONFIGS": 2,
                 "CREATE_PARTITIONS": 1, "DESCRIBE_ACLS": 1, "CREATE_ACLS": 1, "DELETE_ACLS": 1, "LEADER_AND_ISR": 1,
                 "STOP_REPLICA": 0, "UPDATE_METADATA": 4, "CONTROLLED_SHUTDOWN": 1,
-                "DELETE_GROUPS": 1}   # DeleteGroups (Kafka 1.1): beyond DESIGN.md's list, for consumer-groups --delete
+                "DELETE_GROUPS": 1,   # DeleteGroups (Kafka 1.1): beyond DESIGN.md's list, for consumer-groups --delete
+                "OFFSET_FOR_LEADER_EPOCH": 3}   # Kafka 0.11 (KIP-101): followers truncate by leader epoch
     assert {k.name: k.max_version for k in ApiKeys} == expected
     assert all(k.min_version == 0 for k in ApiKeys)
     for key in ApiKeys:   # only non-flexible versions are served

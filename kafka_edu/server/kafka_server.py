@@ -12,7 +12,12 @@ import time as _time
 import uuid
 from dataclasses import dataclass
 
+from kafka_edu.clients.network_client import ManualMetadataUpdater, NetworkClient
+from kafka_edu.common.cluster import Node
 from kafka_edu.common.config import parse_properties
+from kafka_edu.common.network.selector import KSelector
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import AdminManager
 from kafka_edu.server.api.kafka_apis import KafkaApis
@@ -30,9 +35,11 @@ from kafka_edu.server.producer_id_manager import ProducerIdManager
 from kafka_edu.server.replica.metadata_cache import MetadataCache
 from kafka_edu.server.replica.replica_manager import ReplicaManager
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
+from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
 from kafka_edu.server.utils.scheduler import KafkaScheduler
-from kafka_edu.server.zk.zk_client import NodeExistsError, SessionState
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZkUtils, create_zk_client, decode_json, encode_json
+from kafka_edu.server.zk.zk_client import ConnectionLossError, NodeExistsError, SessionState, ZkError
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, ZkUtils, broker_path, create_zk_client, decode_json,
+                                          encode_json)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,14 @@ CLUSTER_ID_PATH = "/cluster/id"
 
 class BrokerIdentityError(RuntimeError):
     """meta.properties, the configured broker.id and ZooKeeper disagree about who this broker is."""
+
+
+class BrokerRegistrationError(RuntimeError):
+    """Another live ZooKeeper session holds this broker's /brokers/ids/N."""
+
+
+class ZooKeeperUnreachableError(RuntimeError):
+    """No ZooKeeper session could be established within zookeeper.connection.timeout.ms."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +195,12 @@ class _Lifecycle:
 
     def _startup(self) -> None:
         config = self.config
-        self.zk_client = create_zk_client(config, self.embedded_zookeeper, name=f"broker-{config['broker.id']}")
+        try:
+            self.zk_client = create_zk_client(config, self.embedded_zookeeper, name=f"broker-{config['broker.id']}")
+        except ConnectionLossError:
+            raise ZooKeeperUnreachableError(
+                f"cannot connect to ZooKeeper at {config['zookeeper.connect']} within "
+                f"{config.zookeeper_connection_timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
         self.zk_utils = ZkUtils(self.zk_client, self.time)
         for directory in config.log_dirs:
             os.makedirs(directory, exist_ok=True)
@@ -298,7 +318,15 @@ class _Identity:
         endpoints = self.advertised_endpoints()
         plaintext = next((e for e in endpoints if e.startswith("PLAINTEXT://")), None)
         host, port = (plaintext.rsplit("//", 1)[1].rsplit(":", 1) if plaintext else (None, "-1"))
-        self.zk_utils.register_broker(self.broker_id, host, int(port), endpoints)
+        try:
+            self.zk_utils.register_broker(self.broker_id, host, int(port), endpoints)
+        except NodeExistsError:
+            stat = self.zk_client.exists(broker_path(self.broker_id))
+            if stat is None or stat.ephemeral_owner != self.zk_client.session_id:
+                raise BrokerRegistrationError(
+                    f"broker.id {self.broker_id} is already registered in ZooKeeper by another session "
+                    f"({broker_path(self.broker_id)}): another broker uses this id, or this broker restarted "
+                    "before its previous session expired") from None
         self._registered = True
         log.info("registered broker %d at %s", self.broker_id, ", ".join(endpoints))
 
@@ -351,11 +379,14 @@ class _Storage:
 class _Shutdown:
     """Stopping in reverse dependency order (mixin of `KafkaServer`)."""
 
-    def shutdown(self) -> None:
+    def shutdown(self, controlled: bool | None = None) -> None:
+        """Stop cleanly; `controlled` (default: controlled.shutdown.enable) moves leaderships away first."""
         with self._lock:
             if not self._started:
                 return
             log.info("[Kafka Server %d], shutting down", self.broker_id)
+            if (self.config["controlled.shutdown.enable"] if controlled is None else controlled) and self._registered:
+                _swallow("the controlled shutdown", self.controlled_shutdown)
             self.broker_state.new_state(BrokerStates.BROKER_SHUTTING_DOWN)
             steps = [("the socket server", self.socket_server, lambda s: s.shutdown()),
                      ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
@@ -381,5 +412,107 @@ class _Shutdown:
         return self.shutdown_complete.wait(timeout_s)
 
 
-class KafkaServer(_Shutdown, _Storage, _Identity, _Lifecycle):
+# %% book/ch4_server/0002_kafka_server.ipynb a98970e6
+class ControlledShutdownError(RuntimeError):
+    """No controller to ask, or the controller answered with an error."""
+
+
+class _ControlledShutdown:
+    """The broker's half of a controlled shutdown (mixin of `KafkaServer`)."""
+
+    def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away; True once none remain."""
+        retries, backoff_ms = self.config["controlled.shutdown.max.retries"], self.config["controlled.shutdown.retry.backoff.ms"]
+        if self.zk_utils.get_all_broker_ids() == [self.broker_id]:
+            log.info("broker %d is alone in the cluster: no controlled shutdown", self.broker_id)
+            return True
+        self.broker_state.new_state(BrokerStates.PENDING_CONTROLLED_SHUTDOWN)
+        for attempt in range(1, retries + 1):
+            try:
+                remaining = self._request_controlled_shutdown()
+            except (ControlledShutdownError, KafkaError, OSError, TimeoutError, ZkError) as exc:
+                log.warning("controlled shutdown of broker %d, attempt %d of %d failed: %s",
+                            self.broker_id, attempt, retries, exc)
+                if isinstance(exc, KafkaError) and exc.error is Errors.UNSUPPORTED_VERSION:
+                    break
+            else:
+                if not remaining:
+                    log.info("controlled shutdown of broker %d succeeded", self.broker_id)
+                    return True
+                log.info("controlled shutdown of broker %d, attempt %d of %d: still leading %s",
+                         self.broker_id, attempt, retries, ", ".join(f"{t}-{p}" for t, p in remaining))
+            if attempt < retries:
+                self.time.sleep(backoff_ms)
+        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway", self.broker_id)
+        return False
+
+    def _request_controlled_shutdown(self) -> list[tuple[str, int]]:
+        """One ControlledShutdown request to the current controller: the partitions we still lead."""
+        controller_id = self.zk_utils.get_controller_id()
+        info = None if controller_id is None else self.zk_utils.get_broker_info(controller_id)
+        if info is None:
+            raise ControlledShutdownError("no controller is registered")
+        protocol = self.config["security.inter.broker.protocol"]
+        endpoint = next((e for e in info.endpoints if e.startswith(protocol + "://")), None)
+        if endpoint is None:
+            raise ControlledShutdownError(f"controller {controller_id} has no {protocol} listener")
+        host, port = endpoint.rsplit("//", 1)[1].rsplit(":", 1)
+        node = Node(controller_id, host, int(port))
+        timeout_ms = self.config["controller.socket.timeout.ms"]
+        client = NetworkClient(KSelector(time=self.time), client_id=f"broker-{self.broker_id}-controlled-shutdown",
+                               request_timeout_ms=timeout_ms, time=self.time,
+                               metadata_updater=ManualMetadataUpdater([node]))
+        try:
+            blocking_ready(client, node, timeout_ms, self.time)
+            request = client.new_client_request(node.id_string, ApiKeys.CONTROLLED_SHUTDOWN, {"broker_id": self.broker_id})
+            body = blocking_send_and_receive(client, request, self.time)
+        finally:
+            client.close()
+        error = Errors.for_code(body["error_code"])
+        if error is not Errors.NONE:
+            raise KafkaError(error, f"controller {controller_id} refused the controlled shutdown")
+        return [(p["topic_name"], p["partition_index"]) for p in body["remaining_partitions"]]
+
+
+# %% book/ch4_server/0002_kafka_server.ipynb 10d3f3ca
+def _halt_log_manager(log_manager: LogManager) -> None:
+    """What a killed process leaves of its logs: files closed as they are, no checkpoint, no marker."""
+    if log_manager.cleaner is not None:
+        log_manager.cleaner.shutdown()
+    for log_ in log_manager.all_logs():
+        log_.close()
+    for fd in log_manager._dir_locks:   # closing the descriptor releases the flock, as process exit does
+        os.close(fd)
+    log_manager._dir_locks = []
+
+
+class _Kill:
+    """A hard kill for in-process clusters (mixin of `KafkaServer`; Beyond 0.10)."""
+
+    def kill(self) -> None:
+        """Stop as `kill -9` stops a broker process: nothing is saved, nobody is told."""
+        with self._lock:
+            if not self._started:
+                return
+            log.warning("[Kafka Server %d], killed", self.broker_id)
+            steps = [("the socket server", self.socket_server, lambda s: s.shutdown()),
+                     ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
+                     ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
+                     ("the scheduler", self.scheduler, lambda s: s.shutdown()),
+                     ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
+                     ("the controller", self.controller, lambda c: c.shutdown()),
+                     ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
+                     ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
+                     ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
+                     ("the log files", self.log_manager, _halt_log_manager)]
+            for what, component, stop in steps:
+                if component is not None:
+                    _swallow(what, lambda c=component, s=stop: s(c))
+            self._registered = False
+            self._started = False
+            self.broker_state.new_state(BrokerStates.NOT_RUNNING)
+            self.shutdown_complete.set()
+
+
+class KafkaServer(_Kill, _ControlledShutdown, _Shutdown, _Storage, _Identity, _Lifecycle):
     """One broker: its components, started and stopped in dependency order."""

@@ -6,11 +6,14 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from kafka_edu.common.config import ConfigException, load_properties
+from kafka_edu.tools.process import (SERVER_PID_FILE, DaemonError, read_pid, remove_pid, self_command,
+                                     start_daemon, write_pid)
 
 COMMAND = "server-start"
-HELP = "Start a broker: kafka-edu server-start config/server.properties [--override key=value ...]"
+HELP = "Start a broker: kafka-edu server-start [--daemon] config/server.properties [--override key=value ...]"
 
 log = logging.getLogger("kafka_edu.tools.server_start")
 
@@ -19,6 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", metavar="server.properties", help="the broker's configuration file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a configuration key, overriding the file (repeatable)")
+    parser.add_argument("--daemon", action="store_true",
+                        help="run in the background; return once the broker is registered")
+    parser.add_argument("--log-file", metavar="FILE",
+                        help="with --daemon: the broker's output (default data/logs/<config name>.log)")
 
 
 def _parse_overrides(parser_error, overrides: list[str]) -> dict[str, str]:
@@ -31,6 +38,20 @@ def _parse_overrides(parser_error, overrides: list[str]) -> dict[str, str]:
     return props
 
 
+def _start_daemon(args, pid_file: Path) -> int:
+    """Run this command again without --daemon, detached, and wait until it has written its pid file."""
+    argv = self_command("server-start", str(Path(args.config).resolve()),
+                        *[a for o in args.override for a in ("--override", o)])
+    log_file = Path(args.log_file or Path("data", "logs", Path(args.config).stem + ".log"))
+    try:
+        pid = start_daemon(argv, log_file, lambda child: read_pid(pid_file) == child, 300)
+    except DaemonError as exc:   # the broker's own error line, which already names the command
+        print(f"kafka-edu server-start: {str(exc).removeprefix('kafka-edu server-start: ')}", file=sys.stderr)
+        return 1
+    print(f"broker started in the background (pid {pid}, output in {log_file})")
+    return 0
+
+
 def run(args) -> int:
     from kafka_edu.server.kafka_config import KafkaConfig
     from kafka_edu.server.kafka_server import KafkaServer
@@ -40,7 +61,6 @@ def run(args) -> int:
         raise SystemExit(2)
 
     overrides = _parse_overrides(usage_error, args.override)
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:
         config = KafkaConfig({**load_properties(args.config), **overrides})
     except OSError as exc:
@@ -49,6 +69,13 @@ def run(args) -> int:
     except ConfigException as exc:
         print(f"kafka-edu server-start: {exc}", file=sys.stderr)
         return 1
+    pid_file = Path(config.log_dirs[0]) / SERVER_PID_FILE
+    if args.daemon:
+        return _start_daemon(args, pid_file)
+    # the log goes to standard output, as Kafka's console appender's does; standard error carries
+    # only the one line that says why the broker could not start
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+                        stream=sys.stdout)
     stop = threading.Event()
     server = KafkaServer(config)
 
@@ -64,10 +91,12 @@ def run(args) -> int:
             log.debug("start-up failed", exc_info=True)
             print(f"kafka-edu server-start: {exc}", file=sys.stderr)
             return 1
+        write_pid(pid_file)
         while not stop.wait(0.5):
             pass
         server.shutdown()
         return 0
     finally:
+        remove_pid(pid_file)
         for signum, handler in previous.items():
             signal.signal(signum, handler)

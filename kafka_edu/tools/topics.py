@@ -7,6 +7,8 @@ import sys
 
 from kafka_edu.clients.admin import ClusterAdmin, ConfigSource, NewPartitions, NewTopic
 from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.server.admin_utils import (AdminOperationError, RackAwareMode, assign_added_partitions,
+                                          assign_replicas_to_brokers)
 from kafka_edu.tools.cli import CommandError, UsageError, add_admin_arguments, key_value, run_with_admin
 
 COMMAND = "topics"
@@ -35,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "separated by ',', replicas by ':'")
     parser.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="with --create: a topic config override (repeatable)")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="with --create or --alter: place replicas ignoring the brokers' racks")
     parser.add_argument("--if-not-exists", action="store_true", help="with --create: no error if the topic exists")
     parser.add_argument("--if-exists", action="store_true",
                         help="with --alter or --delete: no error if no topic matches")
@@ -51,7 +55,8 @@ def check_arguments(args) -> str:
     """The option rules argparse cannot express (raises UsageError); returns the action."""
     action = next(a for a in ACTIONS if getattr(args, a))
     valid_with = {"--partitions": ("create", "alter"), "--replication-factor": ("create",),
-                  "--replica-assignment": ("create", "alter"), "--config": ("create",),
+                  "--replica-assignment": ("create", "alter"), "--disable-rack-aware": ("create", "alter"),
+                  "--config": ("create",),
                   "--if-not-exists": ("create",), "--if-exists": ("alter", "delete"),
                   "--under-replicated-partitions": ("describe",), "--unavailable-partitions": ("describe",),
                   "--topics-with-overrides": ("describe",)}
@@ -99,13 +104,29 @@ def run(args) -> int:
 
 
 # %% book/ch5_tools/0200_topic_command.ipynb 19843baa
+def placed_by_tool(admin: ClusterAdmin, args, existing: dict[int, list[int]] | None = None) -> dict | None:
+    """The replicas the tool places itself when brokers have racks (all of a new topic's partitions,
+    or the partitions added to `existing`); None leaves placement to the controller."""
+    brokers = admin.describe_cluster().nodes
+    if all(b.rack is None for b in brokers):
+        return None
+    mode = RackAwareMode.DISABLED if args.disable_rack_aware else RackAwareMode.ENFORCED
+    try:
+        if existing is None:
+            return assign_replicas_to_brokers(brokers, args.partitions, args.replication_factor, rack_aware_mode=mode)
+        return assign_added_partitions(brokers, existing, args.partitions, rack_aware_mode=mode)
+    except AdminOperationError as e:
+        raise CommandError(e.message) from None
+
+
 def create_topic(admin: ClusterAdmin, args) -> int:
     if "." in args.topic or "_" in args.topic:
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
               "collide. To avoid issues it is best to use either, but not both.", file=sys.stderr)
-    assignment = None
     if args.replica_assignment is not None:
         assignment = dict(enumerate(parse_replica_assignment(args.replica_assignment)))
+    else:
+        assignment = placed_by_tool(admin, args)
     topic = NewTopic(args.topic, -1 if assignment else args.partitions, -1 if assignment else args.replication_factor,
                      assignment, dict(args.config))
     # the broker waits at most this long for the leaders, so its answer arrives before our own timeout
@@ -175,10 +196,16 @@ def alter_topic(admin: ClusterAdmin, args) -> int:
     names = matching_topics(admin.describe_cluster().topics, args.topic, args.if_exists)
     if any(name in INTERNAL_TOPICS for name in names):
         raise CommandError("The number of partitions for the offsets topic cannot be changed.")
-    assignment = None if args.replica_assignment is None else parse_replica_assignment(args.replica_assignment)
+    cluster = admin.describe_cluster(names)
     for name in names:
         print("WARNING: If partitions are increased for a topic that has a key, the partition logic or ordering "
               "of the messages will be affected")
+        if args.replica_assignment is not None:
+            assignment = parse_replica_assignment(args.replica_assignment)
+        else:
+            existing = {p.partition: [r.id for r in p.replicas] for p in cluster.partitions_for_topic(name)}
+            placed = placed_by_tool(admin, args, existing) if len(existing) < args.partitions else None
+            assignment = None if placed is None else [placed[p] for p in sorted(placed)]
         grown = admin.create_partitions({name: NewPartitions(args.partitions, assignment)}, args.timeout // 2)
         if grown[name] is not None:
             raise grown[name]

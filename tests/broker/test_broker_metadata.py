@@ -12,6 +12,9 @@ from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import REQUEST_HEADER_V2, decode_response
 
 SERVED = {ApiKeys.PRODUCE: (0, 8), ApiKeys.FETCH: (0, 11), ApiKeys.LIST_OFFSETS: (0, 5), ApiKeys.METADATA: (0, 8),
+          # the controller's requests (4.6)
+          ApiKeys.LEADER_AND_ISR: (0, 1), ApiKeys.STOP_REPLICA: (0, 0), ApiKeys.UPDATE_METADATA: (0, 4),
+          ApiKeys.CONTROLLED_SHUTDOWN: (0, 1),
           ApiKeys.API_VERSIONS: (0, 2), ApiKeys.CREATE_TOPICS: (0, 4), ApiKeys.DELETE_TOPICS: (0, 3),
           ApiKeys.INIT_PRODUCER_ID: (0, 1), ApiKeys.DESCRIBE_CONFIGS: (0, 2), ApiKeys.CREATE_PARTITIONS: (0, 1),
           # the group APIs (4.7.3)

@@ -131,20 +131,22 @@ def test_create_errors(broker):
     status, out, err = on(broker, *create)
     assert (status, out) == (1, "") and err == f"{ERROR}TOPIC_ALREADY_EXISTS (36): Topic '{topic}' already exists.\n"
     assert on(broker, *create, "--if-not-exists") == (0, "", "")
+    # AdminUtils' wording is 0.10's ("replication factor: 2 larger ...") or Kafka 1.0's ("Replication factor: 2 ... 1.")
     cases = [
-        (["--partitions", "1", "--replication-factor", "2"],
-         "INVALID_REPLICATION_FACTOR (38): Replication factor: 2 larger than available brokers: 1."),
-        (["--partitions", "0", "--replication-factor", "1"],
-         "INVALID_PARTITIONS (37): Number of partitions must be larger than 0."),
-        (["--partitions", "1", "--replication-factor", "0"],
-         "INVALID_REPLICATION_FACTOR (38): Replication factor must be larger than 0."),
-        (["--partitions", "1", "--replication-factor", "1", "--config", "retention.ms=soon"], "INVALID_CONFIG (40)"),
-        (["--replica-assignment", "0,7"], "INVALID_REPLICA_ASSIGNMENT (39): Unknown broker(s) in replica assignment"),
+        (["--partitions", "1", "--replication-factor", "2"], "INVALID_REPLICATION_FACTOR (38): ",
+         "eplication factor: 2 larger than available brokers: 1"),
+        (["--partitions", "0", "--replication-factor", "1"], "INVALID_PARTITIONS (37): ",
+         "umber of partitions must be larger than 0"),
+        (["--partitions", "1", "--replication-factor", "0"], "INVALID_REPLICATION_FACTOR (38): ",
+         "eplication factor must be larger than 0"),
+        (["--partitions", "1", "--replication-factor", "1", "--config", "retention.ms=soon"], "INVALID_CONFIG (40)", ""),
+        (["--replica-assignment", "0,7"], "INVALID_REPLICA_ASSIGNMENT (39): Unknown broker(s) in replica assignment", ""),
     ]
     fresh = unique("never")
-    for extra, message in cases:
+    for extra, message, wording in cases:
         status, out, err = on(broker, "--create", "--topic", fresh, *extra)
         assert status == 1 and out == "" and err.startswith(ERROR + message) and err.count("\n") == 1, err
+        assert wording in err, err
     status, _, err = on(broker, "--create", "--topic", "bad/name", "--partitions", "1", "--replication-factor", "1")
     assert status == 1 and "INVALID_TOPIC_EXCEPTION (17)" in err
     status, _, err = on(broker, "--create", "--topic", "with_underscore", "--partitions", "1", "--replication-factor", "1")

@@ -760,10 +760,38 @@ CONTROLLED_SHUTDOWN = Message(7, 'ControlledShutdown', max_version=1, flexible_f
 )
 
 
+# %% book/ch2_producer/0402_api_schemas.ipynb 32c1e0a9
+OFFSET_FOR_LEADER_EPOCH = Message(23, 'OffsetForLeaderEpoch', max_version=3, flexible_from=4,
+    request=[
+        f('replica_id', INT32, '3+', default=-2),
+        array('topics', 'OffsetForLeaderTopic', fields=[
+            f('topic', STRING),
+            array('partitions', 'OffsetForLeaderPartition', fields=[
+                f('partition', INT32),
+                f('current_leader_epoch', INT32, '2+', default=-1),
+                f('leader_epoch', INT32),
+            ]),
+        ]),
+    ],
+    response=[
+        f('throttle_time_ms', INT32, '2+'),
+        array('topics', 'OffsetForLeaderTopicResult', fields=[
+            f('topic', STRING),
+            array('partitions', 'EpochEndOffset', fields=[
+                f('error_code', INT16),
+                f('partition', INT32),
+                f('leader_epoch', INT32, '1+', default=-1),
+                f('end_offset', INT64, default=-1),
+            ]),
+        ]),
+    ],
+)
+
+
 # %% book/ch2_producer/0402_api_schemas.ipynb b18aa560
 MESSAGES: dict[int, Message] = {m.api_key: m for m in sorted(
     [PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
      OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
      LIST_GROUPS, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_ACLS,
      CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE, CREATE_PARTITIONS,
-     DELETE_GROUPS], key=lambda m: m.api_key)}
+     DELETE_GROUPS, OFFSET_FOR_LEADER_EPOCH], key=lambda m: m.api_key)}

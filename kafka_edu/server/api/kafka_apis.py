@@ -15,10 +15,12 @@ from kafka_edu.common.record.memory_records import MemoryRecords, convert
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import NewPartitions, NewTopic
 from kafka_edu.server.api.fetch_response_send import FetchResponseSend, encode_response_pieces
-from kafka_edu.server.kafka_config import KAFKA_CONFIG_DEF
+from kafka_edu.server.controller.kafka_controller import ControllerMovedError
+from kafka_edu.server.kafka_config import KAFKA_CONFIG_DEF, SECURITY_PROTOCOLS, EndPoint
 from kafka_edu.server.log.file_records import iter_log_entries
 from kafka_edu.server.network.request_channel import Request, Response
-from kafka_edu.server.replica.partition import READ_COMMITTED
+from kafka_edu.server.replica.metadata_cache import Broker, PartitionStateInfo
+from kafka_edu.server.replica.partition import READ_COMMITTED, PartitionState
 from kafka_edu.server.replica.replica_manager import (INTERNAL_TOPICS, FetchPartitionInfo, PartitionResponse,
                                                       error_for_exception)
 from kafka_edu.server.topic_config import TOPIC_CONFIG_SYNONYMS, topic_log_config
@@ -429,8 +431,79 @@ class _AdminApis:
         self.send_response(request, header, {"throttle_time_ms": 0, **answer})
 
 
+# %% book/ch4_server/0202_kafka_apis.ipynb 5c0e71a2
+def _live_broker(struct, version: int) -> Broker:
+    """A broker of an UpdateMetadata request: version 0 has one PLAINTEXT host and port, later
+    versions a list of endpoints, each with a security protocol id."""
+    if version == 0:
+        return Broker(struct.id, (EndPoint("PLAINTEXT", struct.v0_host, struct.v0_port),))
+    end_points = tuple(EndPoint(SECURITY_PROTOCOLS[e.security_protocol], e.host, e.port) for e in struct.endpoints)
+    return Broker(struct.id, end_points, struct.rack if version >= 2 else None)
+
+
+class _InterBrokerApis:
+    """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown: what the controller sends (mixin of `KafkaApis`)."""
+
+    def handle_leader_and_isr_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        states = {(p.topic_name, p.partition_index): PartitionState(p.controller_epoch, p.leader, p.leader_epoch,
+                                                                    tuple(p.isr), p.partition_epoch, tuple(p.replicas))
+                  for p in body.ungrouped_partition_states}
+        error, results = self._guarded(lambda: self.replica_manager.become_leader_or_follower(
+            body.controller_id, body.controller_epoch, states))
+        self.send_response(request, header, {"error_code": error.code, "partition_errors": [
+            {"topic_name": t, "partition_index": p, "error_code": e.code} for (t, p), e in sorted(results.items())]})
+
+    def handle_stop_replica_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        partitions = [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions]
+        error, results = self._guarded(lambda: self.replica_manager.stop_replicas(
+            body.controller_id, body.controller_epoch, partitions, body.delete_partitions))
+        self.send_response(request, header, {"error_code": error.code, "partition_errors": [
+            {"topic_name": t, "partition_index": p, "error_code": e.code} for (t, p), e in sorted(results.items())]})
+
+    def handle_update_metadata_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        """Fenced by the controller epoch the replica manager keeps, then applied to the cache."""
+        if body.controller_epoch < self.replica_manager.controller_epoch:
+            log.warning("ignoring UpdateMetadata from controller %d with epoch %d: the current epoch is %d",
+                        body.controller_id, body.controller_epoch, self.replica_manager.controller_epoch)
+            self.send_response(request, header, {"error_code": Errors.STALE_CONTROLLER_EPOCH.code})
+            return
+        self.replica_manager.controller_epoch = body.controller_epoch
+        states = {(p.topic_name, p.partition_index): PartitionStateInfo(p.leader, p.leader_epoch, tuple(p.isr),
+                                                                        p.zk_version, tuple(p.replicas),
+                                                                        p.controller_epoch)
+                  for p in body.ungrouped_partition_states}
+        try:
+            brokers = [_live_broker(b, header.api_version) for b in body.live_brokers]
+            self.metadata_cache.update_cache(body.controller_id, brokers, states)
+            error = Errors.NONE
+        except (IndexError, ValueError) as exc:
+            log.error("malformed UpdateMetadata from controller %d: %s", body.controller_id, exc)
+            error = Errors.INVALID_REQUEST
+        self.send_response(request, header, {"error_code": error.code})
+
+    def handle_controlled_shutdown_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        """A broker about to stop asks the controller to move its leaderships away first."""
+        remaining, error = [], Errors.NONE
+        try:
+            remaining = sorted(self.controller.shutdown_broker(body.broker_id))
+        except ControllerMovedError:
+            error = Errors.NOT_CONTROLLER
+        except KeyError:
+            error = Errors.BROKER_NOT_AVAILABLE
+        self.send_response(request, header, {"error_code": error.code, "remaining_partitions": [
+            {"topic_name": t, "partition_index": p} for t, p in remaining]})
+
+    def _guarded(self, action):
+        """Run a replica-manager call; an unexpected failure becomes an error code, not a dead thread."""
+        try:
+            return action()
+        except Exception:
+            log.exception("error applying a controller request")
+            return Errors.UNKNOWN_SERVER_ERROR, {}
+
+
 # %% book/ch4_server/0202_kafka_apis.ipynb e7327eb2
-class KafkaApis(_AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Dispatch):
+class KafkaApis(_InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Dispatch):
     """The API layer: one handler per API key, answering through the RequestChannel."""
 
     def __init__(self, request_channel, replica_manager, admin_manager, controller, metadata_cache, zk_utils,
@@ -451,6 +524,10 @@ class KafkaApis(_AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Dispatch):
             ApiKeys.FETCH: self.handle_fetch_request,
             ApiKeys.LIST_OFFSETS: self.handle_list_offsets_request,
             ApiKeys.METADATA: self.handle_metadata_request,
+            ApiKeys.LEADER_AND_ISR: self.handle_leader_and_isr_request,
+            ApiKeys.STOP_REPLICA: self.handle_stop_replica_request,
+            ApiKeys.UPDATE_METADATA: self.handle_update_metadata_request,
+            ApiKeys.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown_request,
             ApiKeys.API_VERSIONS: self.handle_api_versions_request,
             ApiKeys.CREATE_TOPICS: self.handle_create_topics_request,
             ApiKeys.DELETE_TOPICS: self.handle_delete_topics_request,

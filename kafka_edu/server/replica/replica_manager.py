@@ -12,6 +12,7 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record import errors as record_errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
+from kafka_edu.server.epoch.leader_epoch_file_cache import EpochEndOffset, truncates_by_leader_epoch
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.errors import KafkaStorageError
 from kafka_edu.server.log.log_config import LogConfig
@@ -21,6 +22,8 @@ from kafka_edu.server.purgatory.delayed_fetch import DelayedFetch, FetchMetadata
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperationPurgatory
 from kafka_edu.server.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
 from kafka_edu.server.replica.partition import Partition, PartitionState
+from kafka_edu.server.replica.replica_fetcher_manager import ReplicaFetcherManager
+from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
 from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
 
@@ -32,6 +35,12 @@ ISR_CHANGE_PROPAGATION_BLACKOUT_MS = 5000
 ISR_CHANGE_PROPAGATION_MAX_DELAY_MS = 60000
 DEBUGGING_REPLICA_ID = -2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def halt_process(reason: str) -> None:
+    """Kafka's `System.exit(1)` when a follower must not choose between two logs."""
+    log.critical("halting: %s", reason)
+    os._exit(1)
 
 
 def error_for_exception(exc: BaseException) -> Errors:
@@ -128,6 +137,12 @@ class _ReplicaManagerCore:
         self.leadership_listeners: list[Callable[[set, set], None]] = []
         self.delayed_produce_expirations: collections.Counter = collections.Counter()
         self.delayed_fetch_expirations: collections.Counter = collections.Counter()
+        self.isr_expands = self.isr_shrinks = 0        # Kafka's IsrExpandsPerSec / IsrShrinksPerSec counts
+        # Beyond 0.10: inter.broker.protocol.version >= 0.11.0 truncates by leader epoch (KIP-101)
+        self.truncate_by_leader_epoch = truncates_by_leader_epoch(config)
+        self.replica_fetcher_manager = ReplicaFetcherManager(config, self, time)
+        self.halt: Callable[[str], None] = halt_process
+        self.is_shutting_down = False
 
     def startup(self) -> None:
         lag = self.config["replica.lag.time.max.ms"]
@@ -188,29 +203,16 @@ class _LeaderAndIsrHandling:
                     responses[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     accepted[tp] = state
-            new_leaders, new_followers = set(), set()
-            for tp, state in accepted.items():
-                partition = self.all_partitions[tp]
-                try:
-                    if state.leader == self.broker_id:
-                        is_new, hw_moved = partition.make_leader(state)
-                        if is_new:
-                            new_leaders.add(tp)
-                        if hw_moved:
-                            self.try_complete_delayed_requests(tp)
-                    else:
-                        if partition.make_follower(state):
-                            new_followers.add(tp)
-                        self.try_complete_delayed_requests(tp)
-                    responses[tp] = Errors.NONE
-                except (KafkaError, KafkaStorageError) as exc:
-                    log.error("failed to apply LeaderAndIsr for %s-%d: %s", *tp, exc)
-                    responses[tp] = error_for_exception(exc)
+            new_leaders = self.make_leaders({tp: s for tp, s in accepted.items() if s.leader == self.broker_id},
+                                            responses)
+            new_followers = self.make_followers({tp: s for tp, s in accepted.items()
+                                                 if s.leader != self.broker_id}, responses)
             if not self._hw_checkpoint_started:
                 interval = self.config["replica.high.watermark.checkpoint.interval.ms"]
                 self.scheduler.schedule("highwatermark-checkpoint", self.checkpoint_high_watermarks,
                                         interval, interval)
                 self._hw_checkpoint_started = True
+            self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
             for listener in list(self.leadership_listeners):
                 listener(new_leaders, new_followers)
             return Errors.NONE, responses
@@ -222,9 +224,10 @@ class _LeaderAndIsrHandling:
             if controller_epoch < self.controller_epoch:
                 return Errors.STALE_CONTROLLER_EPOCH, {}
             self.controller_epoch = controller_epoch
+            partitions = [tuple(tp) for tp in partitions]
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(partitions)
             responses = {}
             for tp in partitions:
-                tp = tuple(tp)
                 if delete_partitions:
                     with self._partitions_lock:
                         partition = self.all_partitions.pop(tp, None)
@@ -235,6 +238,65 @@ class _LeaderAndIsrHandling:
                 self.try_complete_delayed_requests(tp)
                 responses[tp] = Errors.NONE
             return Errors.NONE, responses
+
+
+# %% book/ch4_server/0501_replica_manager.ipynb 046cccc7
+class _LeadersAndFollowers:
+    """make_leaders and make_followers (mixin of `ReplicaManager`)."""
+
+    def make_leaders(self, states: dict[tuple[str, int], PartitionState], responses: dict) -> set:
+        """Stop fetching these partitions and lead them; returns those newly led."""
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(states)
+        new_leaders = set()
+        for tp, state in states.items():
+            try:
+                is_new, hw_moved = self.all_partitions[tp].make_leader(state)
+                if is_new:
+                    new_leaders.add(tp)
+                if hw_moved:
+                    self.try_complete_delayed_requests(tp)
+                responses[tp] = Errors.NONE
+            except (KafkaError, KafkaStorageError) as exc:
+                log.error("failed to become leader of %s-%d: %s", *tp, exc)
+                responses[tp] = error_for_exception(exc)
+        return new_leaders
+
+    def make_followers(self, states: dict[tuple[str, int], PartitionState], responses: dict) -> set:
+        """Follow live new leaders: stop the old fetcher, truncate to the HW, fetch from the new leader.
+
+        With leader epochs (Beyond 0.10) the HW is not trusted: the fetcher starts by asking the
+        leader where our latest epoch ended and truncates there (4.5.6).
+        """
+        changed: dict[tuple[str, int], Partition] = {}
+        for tp, state in states.items():
+            partition = self.all_partitions[tp]
+            try:
+                if self._leader_end_point(state.leader) is None:
+                    log.error("cannot follow %s-%d: its leader %d is not alive in the metadata cache", *tp,
+                              state.leader)
+                    partition.get_or_create_replica(self.broker_id)     # still checkpoint its HW (KAFKA-1647)
+                elif partition.make_follower(state):
+                    changed[tp] = partition
+                responses[tp] = Errors.NONE
+            except (KafkaError, KafkaStorageError) as exc:
+                log.error("failed to become follower of %s-%d: %s", *tp, exc)
+                responses[tp] = error_for_exception(exc)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(changed)
+        for tp, partition in changed.items():
+            if not self.truncate_by_leader_epoch:
+                partition.truncate_to(partition.high_watermark)
+            self.try_complete_delayed_requests(tp)
+        if not self.is_shutting_down:
+            self.replica_fetcher_manager.add_fetcher_for_partitions(
+                {tp: (self._leader_end_point(p.leader_replica_id), p.local_replica.log_end_offset)
+                 for tp, p in changed.items()}, truncate_first=self.truncate_by_leader_epoch)
+        return set(changed)
+
+    def _leader_end_point(self, broker_id: int) -> BrokerEndPoint | None:
+        """The broker's endpoint on `security.inter.broker.protocol`, if it is alive."""
+        broker = self.metadata_cache.get_alive_broker(broker_id)
+        end_point = broker.end_point(self.config["security.inter.broker.protocol"]) if broker else None
+        return None if end_point is None else BrokerEndPoint(broker_id, end_point.host, end_point.port)
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 77f6db25
@@ -340,6 +402,21 @@ class _Fetching:
                 results.append((tp, LogReadResult(None, error=error)))
         return results
 
+    def last_offset_for_leader_epoch(self, asked: dict[tuple[str, int], tuple[int, int]]
+                                     ) -> dict[tuple[str, int], EpochEndOffset]:
+        """OffsetsForLeaderEpoch (Beyond 0.10): {partition: (current leader epoch, epoch asked)} -> answers."""
+        answers = {}
+        for tp, (current_leader_epoch, leader_epoch) in asked.items():
+            partition = self.get_partition(tp)
+            try:
+                if partition is None:
+                    raise Errors.UNKNOWN_TOPIC_OR_PARTITION.exception(f"{tp[0]}-{tp[1]} is not hosted here")
+                answers[tp] = EpochEndOffset(Errors.NONE, *partition.last_offset_for_leader_epoch(
+                    current_leader_epoch, leader_epoch))
+            except Exception as exc:
+                answers[tp] = EpochEndOffset(error_for_exception(exc))
+        return answers
+
     def update_follower_log_read_results(self, replica_id: int, results) -> None:
         """A follower fetched: record its LEO, maybe grow the ISR and the HW, wake waiting produces."""
         for tp, result in results:
@@ -390,6 +467,7 @@ class _Maintenance:
         for tp, partition in list(self.all_partitions.items()):
             replica = partition.local_replica
             if replica is not None:
+                partition.trim_leader_epochs()          # Beyond 0.10: retention may have moved the log start
                 by_dir.setdefault(os.path.dirname(replica.log.dir), {})[tp] = replica.high_watermark
         for directory, high_watermarks in by_dir.items():
             checkpoint = self.high_watermark_checkpoints.get(directory)
@@ -397,11 +475,14 @@ class _Maintenance:
                 checkpoint.write(high_watermarks)
 
     def shutdown(self, checkpoint_hw: bool = True) -> None:
+        self.is_shutting_down = True
+        self.replica_fetcher_manager.shutdown()
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
         if checkpoint_hw:
             self.checkpoint_high_watermarks()
 
 
-class ReplicaManager(_LeaderAndIsrHandling, _Appending, _Fetching, _Maintenance, _ReplicaManagerCore):
+class ReplicaManager(_LeaderAndIsrHandling, _LeadersAndFollowers, _Appending, _Fetching, _Maintenance,
+                     _ReplicaManagerCore):
     """The partitions this broker hosts, and the produce and fetch paths into their logs."""

@@ -1,0 +1,150 @@
+"""What replication costs: acks=all to a 3-broker cluster (RF=3) against acks=1 to a single broker,
+and how fast a follower that fell behind catches up with its leader.
+
+Both setups run in this run, as processes started the way a user starts them: a single broker
+(`kafka-edu server-start` on its embedded ZooKeeper), and three brokers on Debian's ZooKeeper
+(`kafka-edu server-start` each, with `zookeeper.connect`), whose controller creates the topics and
+sends LeaderAndIsr and UpdateMetadata over the network.
+
+Throughput, for each value size: a confluent-kafka producer (linger.ms=50, batch.size=1000000)
+writes N records to partition 0 of a fresh topic: with acks=all to the cluster's topic of
+replication factor 3 (every record acknowledged only once both followers fetched it), and with
+acks=1 to the single broker's topic. Each repeat measures both, taking turns going first; the first
+repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
+is the median of the per-repeat ratios.
+
+Catch-up: one follower of a fresh RF=3 topic is paused (SIGSTOP: its fetchers, and everything else,
+stand still), the producer writes M megabytes with acks=1 to the leader (the leader's append rate),
+the follower is resumed (SIGCONT) and timed until its log holds as many bytes as the leader's (the
+follower's copy is byte for byte, so equal sizes mean equal logs). The ZooKeeper session and the ISR
+lag time are raised so that the pause costs the follower neither its registration nor its ISR seat.
+
+    python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--catch-up-mb 32]
+
+Needs Java and Debian's zookeeper package (as the cluster tests do), and confluent-kafka.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat"), str(ROOT / "tests" / "cluster")]
+
+from _timed_send import time_confluent_produces  # noqa: E402
+from broker_process import BrokerProcess  # noqa: E402
+from external import ZooKeeperServer  # noqa: E402
+from process_cluster import ProcessCluster  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+PRODUCER = {"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000}
+# A paused follower keeps its session and its ISR seat; fetches as Kafka's defaults do otherwise.
+CLUSTER = {"zookeeper.session.timeout.ms": "30000", "replica.lag.time.max.ms": "60000",
+           "replica.fetch.wait.max.ms": "500", "auto.create.topics.enable": "false"}
+
+
+def create_replicated_topic(cluster: ProcessCluster, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=30).values():
+        future.result(60)
+
+    def full_isr():
+        state = cluster.partition_state(topic, 0)
+        return state is not None and len(state.leader_and_isr.isr) == 3
+
+    cluster.wait_until(full_isr, 60, what=f"{topic}: ISR of three")
+
+
+def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> float:
+    """Seconds to produce and deliver `records` values of `size` bytes."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
+    return time_confluent_produces(producer, topic, records, b"x" * size, partition=0)
+
+
+def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, size: int, repeats: int
+               ) -> dict[str, list[float]]:
+    """records/s of every kept repeat: 'all' (cluster, RF=3, acks=all) and 'one' (single broker, acks=1)."""
+    rates: dict[str, list[float]] = {"all": [], "one": []}
+    for repeat in range(repeats + 1):
+        topic = f"acks-{size}-{repeat}"
+        create_replicated_topic(cluster, topic)
+        setups = {"all": (cluster.bootstrap, "all"), "one": (single.bootstrap, "1")}
+        order = list(setups) if repeat % 2 else list(reversed(setups))
+        elapsed = {name: produce(setups[name][0], topic, records, size, setups[name][1]) for name in order}
+        if repeat:                       # the first repeat only warms caches and connections
+            for name in setups:
+                rates[name].append(records / elapsed[name])
+    return rates
+
+
+def log_bytes(broker: BrokerProcess, topic: str) -> int:
+    return sum(f.stat().st_size for f in (broker.log_dir / f"{topic}-0").glob("*.log"))
+
+
+def catch_up(cluster: ProcessCluster, megabytes: int, size: int = 1024) -> tuple[float, float, int]:
+    """(leader append MB/s, follower catch-up MB/s, bytes copied) for `megabytes` written while a follower was paused."""
+    topic = "catch-up"
+    create_replicated_topic(cluster, topic)
+    leader_id = cluster.partition_state(topic, 0).leader_and_isr.leader
+    leader = cluster.brokers[leader_id]
+    follower = next(b for b in cluster.brokers if b.broker_id != leader_id)
+    records = megabytes * 1_000_000 // size
+    follower.proc.send_signal(signal.SIGSTOP)
+    try:
+        elapsed = produce(leader.bootstrap, topic, records, size, "1")
+        behind = log_bytes(leader, topic) - log_bytes(follower, topic)
+    finally:
+        follower.proc.send_signal(signal.SIGCONT)
+    resumed = time.perf_counter()
+    target = log_bytes(leader, topic)
+    cluster.wait_until(lambda: log_bytes(follower, topic) >= target, 300, what="the follower to catch up", interval=0.01)
+    caught_up = time.perf_counter() - resumed
+    return records * size / elapsed / 1e6, behind / caught_up / 1e6, behind
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--catch-up-mb", type=int, default=32, help="0 skips the catch-up measurement")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        zookeeper = ZooKeeperServer(work / "zookeeper").start()
+        cluster = single = None
+        try:
+            cluster = ProcessCluster(work / "cluster", zookeeper.connect, "bench", 3, CLUSTER).start()
+            single = BrokerProcess(work / "single", {"num.partitions": "1"}).start()
+            print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'acks=1 single rec/s':>22}{'MB/s':>7}{'ratio':>8}")
+            for size in (int(s) for s in args.sizes.split(",")):
+                rates = throughput(cluster, single, args.records, size, args.repeats)
+                rate = {name: statistics.median(r) for name, r in rates.items()}
+                ratio = statistics.median(a / o for a, o in zip(rates["all"], rates["one"], strict=True))
+                print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}"
+                      f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{ratio:>8.2f}", flush=True)
+            if args.catch_up_mb > 0:
+                append, copy, behind = catch_up(cluster, args.catch_up_mb)
+                print(f"\ncatch-up of a follower paused while {behind / 1e6:.1f} MB were appended (1 KiB records, acks=1):")
+                print(f"leader append {append:.1f} MB/s | follower catch-up {copy:.1f} MB/s | "
+                      f"ratio {copy / append:.2f}", flush=True)
+        finally:
+            if single is not None:
+                single.stop()
+            if cluster is not None:
+                cluster.shutdown()
+            zookeeper.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Broker processes on Debian's ZooKeeper: registration, controller failover after SIGKILL, a taken
+broker.id, an unreachable ZooKeeper, session expiry, and `kafka-edu server-stop`."""
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+
+import pytest
+from broker_process import KAFKA_EDU, BrokerProcess
+from external import free_port
+from process_cluster import ProcessCluster
+
+from kafka_edu.server.kafka_config import KafkaConfig
+from kafka_edu.server.kafka_server import KafkaServer
+
+pytestmark = pytest.mark.zookeeper
+
+
+@pytest.fixture
+def make_cluster(zookeeper, tmp_path, request):
+    clusters = []
+
+    def make(size: int = 3, **overrides) -> ProcessCluster:
+        chroot = f"{request.node.name}-{len(clusters)}".replace("[", "-").replace("]", "")
+        cluster = ProcessCluster(tmp_path / f"cluster{len(clusters)}", zookeeper.connect, chroot, size, overrides)
+        clusters.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in clusters:
+        cluster.shutdown()
+
+
+def test_three_brokers_register_one_controller_and_a_sigkill_moves_it(make_cluster):
+    cluster = make_cluster(3)
+    assert cluster.registered() == [0, 1, 2]
+    first = cluster.controller_id()
+    assert first in (0, 1, 2)
+    assert cluster.zk.get("/controller_epoch")[0] == b"1"
+    cluster.kill(first)
+    cluster.wait_until(lambda: cluster.controller_id() not in (None, first), what="another controller")
+    second = cluster.controller_id()
+    assert second in {0, 1, 2} - {first}
+    assert cluster.zk.get("/controller_epoch")[0] == b"2"
+    assert sorted(cluster.registered()) == sorted({0, 1, 2} - {first})
+
+
+def test_a_taken_broker_id_exits_with_one_line_naming_it(make_cluster, tmp_path):
+    cluster = make_cluster(1)
+    twin = BrokerProcess(tmp_path / "twin", {"zookeeper.session.timeout.ms": "2000"}, broker_id=0,
+                         zookeeper_connect=cluster.connect)
+    result = subprocess.run([str(KAFKA_EDU), "server-start", str(twin.config)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broker.id 0 is already registered" in lines[0]
+    assert cluster.registered() == [0] and cluster.brokers[0].alive
+
+
+def test_an_unreachable_zookeeper_fails_start_up_after_the_connection_timeout(tmp_path):
+    port = free_port()
+    broker = BrokerProcess(tmp_path, {"zookeeper.connection.timeout.ms": "1500"},
+                           zookeeper_connect=f"127.0.0.1:{port}")
+    started = time.monotonic()
+    result = subprocess.run([str(KAFKA_EDU), "server-start", str(broker.config)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"kafka-edu server-start: cannot connect to ZooKeeper at 127.0.0.1:{port} within 1500 ms "
+        "(zookeeper.connection.timeout.ms)"]
+    assert time.monotonic() - started >= 1.5
+
+
+def test_session_expiry_on_a_real_zookeeper_registers_the_broker_again(zookeeper, tmp_path):
+    logging.getLogger("kafka_edu").setLevel(logging.ERROR)
+    config = KafkaConfig({"broker.id": 4, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path),
+                          "zookeeper.connect": f"{zookeeper.connect}/session-expiry",
+                          "zookeeper.session.timeout.ms": 2000, "offsets.topic.replication.factor": 1})
+    server = KafkaServer(config)
+    server.startup()
+    try:
+        old = server.zk_client.session_id
+        assert server.zk_client.exists("/brokers/ids/4").ephemeral_owner == old
+        server.zk_client.expire_session()
+        ProcessCluster.wait_until(lambda: server.zk_client.session_id not in (0, old)
+                                  and (stat := server.zk_client.exists("/brokers/ids/4")) is not None
+                                  and stat.ephemeral_owner == server.zk_client.session_id,
+                                  timeout=20, what="a registration by a new session")
+        assert server.controller.is_active or server.zk_utils.get_controller_id() == 4
+    finally:
+        server.shutdown()
+
+
+def test_server_stop_stops_the_configured_broker_with_exit_codes(make_cluster):
+    cluster = make_cluster(2)
+    one = cluster.brokers[1]
+    stopped = subprocess.run([str(KAFKA_EDU), "server-stop", "--config", str(one.config)], capture_output=True,
+                             text=True, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == f"stopped broker process {one.proc.pid}"
+    assert one.proc.wait(10) == 0 and (one.log_dir / ".kafka_cleanshutdown").exists()
+    assert cluster.registered() == [0] and cluster.brokers[0].alive
+    again = subprocess.run([str(KAFKA_EDU), "server-stop", "--config", str(one.config)], capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 1 and len(again.stderr.strip().splitlines()) == 1
+    usage = subprocess.run([str(KAFKA_EDU), "server-stop"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2

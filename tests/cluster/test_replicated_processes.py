@@ -1,0 +1,188 @@
+"""Replication across broker processes on a real ZooKeeper, with real clients: a topic's lifecycle
+through a leader's SIGKILL, and the durability of acknowledged records under repeated leader kills.
+
+DURABILITY_KILLS (environment, default 20) sets how many times the durability test kills a leader.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections import Counter
+
+import pytest
+from process_cluster import ProcessCluster
+
+pytestmark = pytest.mark.zookeeper
+
+# Followers fetch every 100 ms at most, so the leader's HW and the ISR follow within a fraction of a second.
+REPLICATED = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false", "default.replication.factor": "3",
+              "replica.lag.time.max.ms": "3000", "auto.create.topics.enable": "false"}
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):
+    pytest.importorskip("confluent_kafka")
+    chroot = request.node.name.replace("[", "-").replace("]", "")
+    started = ProcessCluster(tmp_path, zookeeper.connect, chroot, 3, REPLICATED).start()
+    yield started
+    started.shutdown()
+
+
+def create_topic(cluster: ProcessCluster, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30).values():
+        future.result(60)
+    wait_full_isr(cluster, name, partitions)
+
+
+def wait_full_isr(cluster: ProcessCluster, topic: str, partitions: int, timeout: float = 60) -> None:
+    """Every partition has a live leader and all three replicas in its ISR."""
+    def full():
+        states = [cluster.partition_state(topic, p) for p in range(partitions)]
+        return all(s is not None and len(s.leader_and_isr.isr) == 3 and s.leader_and_isr.leader in cluster.registered()
+                   for s in states)
+    cluster.wait_until(full, timeout, what=f"{topic}: every ISR complete")
+
+
+def leader(cluster: ProcessCluster, topic: str, partition: int) -> int:
+    return cluster.partition_state(topic, partition).leader_and_isr.leader
+
+
+def producer(cluster: ProcessCluster, **extra):
+    from confluent_kafka import Producer
+    return Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                     "message.timeout.ms": 120_000, "retry.backoff.ms": 100, "linger.ms": 5,
+                     "topic.metadata.refresh.interval.ms": 1000, **extra})
+
+
+def read_all(cluster: ProcessCluster, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    """Every record of every partition, from the beginning to the high watermark."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        found: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        deadline = time.monotonic() + 60
+        while any(len(found[p]) < ends[p] for p in found) and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                found[message.partition()].append(message.value())
+        return found
+    finally:
+        consumer.close()
+
+
+def test_topic_lifecycle_through_a_leader_sigkill(cluster):
+    create_topic(cluster, "life", 1)
+    acked = []
+    p = producer(cluster)
+    for i in range(200):
+        p.produce("life", f"r{i}".encode(), partition=0,
+                  on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+    assert p.flush(60) == 0 and len(acked) == 200
+    old = leader(cluster, "life", 0)
+    cluster.kill(old)
+    cluster.wait_until(lambda: leader(cluster, "life", 0) not in (old, -1), what="a new leader")
+    state = cluster.partition_state("life", 0).leader_and_isr
+    assert state.leader != old and old not in state.isr and state.leader_epoch >= 1
+    for i in range(200, 300):
+        p.produce("life", f"r{i}".encode(), partition=0,
+                  on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+    assert p.flush(60) == 0 and len(acked) == 300
+    cluster.restart(old)
+    wait_full_isr(cluster, "life", 1)
+    assert read_all(cluster, "life", 1)[0] == acked
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.delete_topics(["life"], operation_timeout=30)["life"].result(60)
+    cluster.wait_until(lambda: "life" not in cluster.zk_utils.get_all_topics(), what="the topic's deletion")
+    cluster.wait_until(lambda: not any((b.log_dir / "life-0").exists() for b in cluster.brokers), what="logs removed")
+
+
+def metadata_by_kcat(kcat: str, bootstrap: str, topic: str) -> dict:
+    out = subprocess.run([kcat, "-b", bootstrap, "-L", "-J", "-t", topic, "-m", "10"], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    m = json.loads(out)
+    return {"brokers": sorted(b["id"] for b in m["brokers"]),
+            "partitions": sorted((p["partition"], p["leader"], sorted(r["id"] for r in p["replicas"]),
+                                  sorted(r["id"] for r in p["isrs"])) for t in m["topics"] for p in t["partitions"])}
+
+
+def metadata_by_kafka_python(bootstrap: str, topic: str) -> dict:
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        described = admin.describe_topics([topic])[0]
+        brokers = sorted(b["broker_id"] for b in admin.describe_cluster()["brokers"])
+    finally:
+        admin.close()
+    return {"brokers": brokers,
+            "partitions": sorted((p["partition_index"], p["leader_id"], sorted(p["replica_nodes"]), sorted(p["isr_nodes"]))
+                                 for p in described["partitions"])}
+
+
+def test_acknowledged_records_survive_repeated_leader_kills(cluster, kcat):
+    kills_wanted = int(os.environ.get("DURABILITY_KILLS", "20"))
+    topic, partitions = "durable", 3
+    create_topic(cluster, topic, partitions)
+    acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    failed = []
+    stop = threading.Event()
+    p = producer(cluster)
+
+    def delivered(err, msg):
+        if err is None:
+            acked[msg.partition()].append(msg.value())
+        else:
+            failed.append(str(err))
+
+    def produce():
+        n = 0
+        while not stop.is_set():
+            try:
+                p.produce(topic, f"v{n}".encode(), partition=n % partitions, on_delivery=delivered)
+                n += 1
+            except BufferError:
+                pass
+            p.poll(0.002)
+        p.flush(120)
+
+    writer = threading.Thread(target=produce, name="durability-producer")
+    writer.start()
+    kills = 0
+    try:
+        while kills < kills_wanted:
+            partition = kills % partitions
+            victim = leader(cluster, topic, partition)
+            cluster.kill(victim)
+            kills += 1
+            cluster.wait_until(lambda p=partition, v=victim: leader(cluster, topic, p) not in (v, -1),
+                               what="a new leader")
+            cluster.restart(victim)
+            wait_full_isr(cluster, topic, partitions)
+    finally:
+        stop.set()
+        writer.join(180)
+    total = sum(len(v) for v in acked.values())
+    found = read_all(cluster, topic, partitions)
+    lost = duplicated = 0
+    for part in range(partitions):
+        counts = Counter(found[part])
+        lost += sum(1 for v in acked[part] if counts[v] == 0)
+        duplicated += sum(c - 1 for c in counts.values() if c > 1)
+    print(f"\nkills {kills}, acknowledged {total}, lost {lost}, duplicated {duplicated}, failed sends {len(failed)}")
+    assert total > 0 and lost == 0 and duplicated == 0
+    for part in range(partitions):   # in order: the log holds the acknowledged records in send order
+        wanted = set(acked[part])
+        assert [v for v in found[part] if v in wanted] == acked[part]
+    expected = metadata_by_kcat(kcat, cluster.brokers[0].bootstrap, topic)
+    assert expected["brokers"] == [0, 1, 2]
+    for broker in cluster.brokers:
+        assert metadata_by_kcat(kcat, broker.bootstrap, topic) == expected
+        assert metadata_by_kafka_python(broker.bootstrap, topic) == expected

@@ -1,0 +1,160 @@
+"""Operator requests the controller carries out: preferred-replica election (T16), automatic leader
+rebalance (T17), topic deletion with a broker down (T20), and unclean election per topic (T10)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from _controller_cluster import Cluster
+from external import wait_for
+
+from kafka_edu.server.controller.replica_state_machine import ReplicaState
+from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH
+
+
+def state(cluster, topic, partition):
+    return cluster.zk_utils.get_leader_and_isr(topic, partition).leader_and_isr
+
+
+def bounce(cluster, broker_id, topic, partitions):
+    """Stop and restart a broker, then wait until it is back in the ISR of `partitions`."""
+    cluster.stop(broker_id)
+    wait_for(lambda: all(state(cluster, topic, p).leader != broker_id for p in partitions), what="leaders moved")
+    cluster.start(broker_id)
+    wait_for(lambda: all(broker_id in state(cluster, topic, p).isr for p in partitions), timeout=20,
+             what=f"broker {broker_id} back in the ISR")
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    props = getattr(request, "param", {})
+    cluster = Cluster(tmp_path, **props)
+    yield cluster
+    cluster.shutdown()
+
+
+def test_preferred_replica_election(cluster):
+    """T16: leadership moved off AR[0]; the election znode gives it back (ISR kept, epoch + 1) and is
+    deleted; a partition whose preferred replica is not in the ISR keeps its leader, and the znode goes too."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("pre", {0: [2, 0, 1], 1: [1, 2, 0]})
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("pre", 1) is not None, what="the partitions")
+    bounce(cluster, 2, "pre", [0])
+    before = state(cluster, "pre", 0)
+    assert before.leader == 0
+    cluster.zk_utils.write_preferred_replica_election([("pre", 0)])
+    wait_for(lambda: cluster.zk_utils.zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, what="znode deleted")
+    after = state(cluster, "pre", 0)
+    assert (after.leader, after.leader_epoch, sorted(after.isr)) == (2, before.leader_epoch + 1, sorted(before.isr))
+    assert controller.preferred_replica_selector.elections == 1
+
+    cluster.stop(1)                          # the preferred replica of pre-1 is gone from the ISR
+    wait_for(lambda: 1 not in state(cluster, "pre", 1).isr, what="broker 1 out of the ISR")
+    unchanged = state(cluster, "pre", 1)
+    cluster.zk_utils.write_preferred_replica_election([("pre", 1)])
+    wait_for(lambda: cluster.zk_utils.zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, what="znode deleted")
+    assert state(cluster, "pre", 1) == unchanged
+
+
+@pytest.mark.parametrize("cluster", [{"leader.imbalance.per.broker.percentage": 50}], indirect=True)
+def test_rebalance_only_above_the_imbalance_ratio(cluster):
+    """T17, the ratio: broker 2 is preferred for three partitions. Not leading one of them (33 %) is
+    within 50 %: nothing happens. Not leading any (100 %) elects all three back."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("bal", {0: [2, 0, 1], 1: [2, 1, 0], 2: [2, 0, 1]})
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("bal", 2) is not None, what="the partitions")
+    bounce(cluster, 2, "bal", [0, 1, 2])
+    cluster.zk_utils.write_preferred_replica_election([("bal", 0), ("bal", 1)])
+    wait_for(lambda: cluster.zk_utils.zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, what="znode deleted")
+    assert [state(cluster, "bal", p).leader for p in range(3)] == [2, 2, 0]
+    controller.check_and_trigger_partition_rebalance()
+    assert [state(cluster, "bal", p).leader for p in range(3)] == [2, 2, 0]
+    assert controller.preferred_replica_selector.elections == 2
+    bounce(cluster, 2, "bal", [0, 1, 2])
+    controller.check_and_trigger_partition_rebalance()
+    assert [state(cluster, "bal", p).leader for p in range(3)] == [2, 2, 2]
+    assert controller.preferred_replica_selector.elections == 5
+
+
+@pytest.mark.parametrize("cluster", [{"auto.leader.rebalance.enable": "true",
+                                      "leader.imbalance.check.interval.seconds": 1}], indirect=True)
+def test_automatic_rebalance_gives_leadership_back(cluster):
+    """T17: with the check every second, partitions preferred by a returning broker are led by it again."""
+    cluster.controller()
+    cluster.zk_utils.create_topic_assignment("auto", {0: [2, 0, 1], 1: [2, 1, 0], 2: [0, 1, 2]})
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("auto", 2) is not None, what="the partitions")
+    bounce(cluster, 2, "auto", [0, 1])
+    wait_for(lambda: [state(cluster, "auto", p).leader for p in range(3)] == [2, 2, 0], timeout=10,
+             what="the preferred leaders restored")
+
+
+@pytest.mark.parametrize("cluster", [{"delete.topic.enable": "true"}], indirect=True)
+def test_topic_deletion_waits_for_a_dead_replica(cluster):
+    """T20: a topic with a replica on a stopped broker stays queued (Ineligible) until that broker
+    returns; then every broker forgets it, its logs and znodes are gone."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("doomed", {0: [1, 2], 1: [2, 0]})
+    cluster.zk_utils.create_topic_assignment("kept", {0: [0, 1]})
+    wait_for(lambda: all(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values()), what="created")
+    cluster.stop(2)
+    wait_for(lambda: 2 not in controller.context.live_or_shutting_down_broker_ids, what="broker 2 seen dead")
+    cluster.zk_utils.mark_topic_for_deletion("doomed")
+    rsm = controller.replica_state_machine
+    wait_for(lambda: rsm.is_any_replica_in_state("doomed", ReplicaState.DELETION_INELIGIBLE)
+             and not rsm.is_any_replica_in_state("doomed", ReplicaState.DELETION_STARTED), what="deletion blocked")
+    assert "doomed" in cluster.zk_utils.get_all_topics() and "doomed" in controller.topic_deletion_manager.topics_to_be_deleted
+    assert not any(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values())
+    cluster.start(2)
+    wait_for(lambda: "doomed" not in cluster.zk_utils.get_all_topics(), what="deletion finished")
+    assert cluster.zk_utils.zk.exists("/admin/delete_topics/doomed") is None
+    assert not any(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values())
+    for broker_id in range(3):
+        logs = os.listdir(cluster.tmp_path / f"broker-{broker_id}")
+        assert not [d for d in logs if d.startswith("doomed-")], (broker_id, logs)
+    assert all(s.metadata_cache.contains_topic("kept") for s in cluster.servers.values())
+
+
+def test_deletion_disabled_keeps_the_topic(cluster):
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("stays", {0: [0]})
+    wait_for(lambda: cluster.servers[0].metadata_cache.contains_topic("stays"), what="created")
+    cluster.zk_utils.mark_topic_for_deletion("stays")
+    wait_for(lambda: cluster.zk_utils.zk.exists("/admin/delete_topics/stays") is None, what="request dropped")
+    assert "stays" in cluster.zk_utils.get_all_topics() and not controller.topic_deletion_manager.topics_to_be_deleted
+
+
+def test_unclean_election_follows_the_topic_override(cluster):
+    """T10 (controller side): with unclean election off for the topic (broker default on), a partition
+    whose only ISR member died stays offline, and its old leader leads again when it returns."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.change_entity_config("topics", "clean", {"unclean.leader.election.enable": "false"})
+    cluster.zk_utils.create_topic_assignment("clean", {0: [2, 1]})
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("clean", 0) is not None, what="created")
+    cluster.stop(1)
+    wait_for(lambda: state(cluster, "clean", 0).isr == (2,), what="ISR of broker 2 alone")
+    cluster.stop(2)
+    wait_for(lambda: 2 not in controller.context.live_or_shutting_down_broker_ids, what="broker 2 seen dead")
+    cluster.start(1)
+    wait_for(lambda: 1 in controller.context.live_broker_ids, what="broker 1 back")
+    offline = state(cluster, "clean", 0)
+    assert offline.leader == -1 and offline.isr == (2,)              # the last ISR member is kept
+    wait_for(lambda: (info := cluster.servers[1].metadata_cache.get_partition_info("clean", 0)) is not None
+             and info.leader == -1, what="broker 1 told the partition has no leader")
+    cluster.start(2)
+    wait_for(lambda: state(cluster, "clean", 0).leader == 2, what="broker 2 leading again")
+
+
+def test_added_partitions_come_online_and_removed_ones_are_ignored(cluster):
+    """T19: a partition added to /brokers/topics/<t> gets its preferred leader; dropping one from the
+    JSON changes nothing."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("grow", {0: [0, 1]})
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("grow", 0) is not None, what="grow-0")
+    cluster.zk_utils.create_topic_assignment("grow", {0: [0, 1], 1: [2, 0]}, update=True)
+    wait_for(lambda: all((info := s.metadata_cache.get_partition_info("grow", 1)) is not None and info.leader == 2
+                         for s in cluster.servers.values()), what="grow-1 online everywhere")
+    cluster.zk_utils.create_topic_assignment("grow", {1: [2, 0]}, update=True)
+    cluster.zk_utils.zk.await_events()
+    cluster.servers[controller.broker_id].zk_client.await_events()
+    assert sorted(controller.context.partitions_for_topic("grow")) == [("grow", 0), ("grow", 1)]
+    assert cluster.servers[0].metadata_cache.get_partition_info("grow", 0).leader == 0

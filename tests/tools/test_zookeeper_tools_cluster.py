@@ -1,0 +1,113 @@
+"""The chapter-5 tools against a running cluster: in-process brokers on a real ZooKeeper (their own
+chroot), the tools run as the installed `kafka-edu` command.
+
+Chapter-5 test 1: `topics --create` on four brokers without racks spreads preferred leaders and
+replicas evenly, and the controller makes every first replica the leader.
+T16: leadership moved off a partition's preferred replica comes back to it after
+`preferred-replica-election`; the controller deletes the request znode."""
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections import Counter
+
+import pytest
+from compat.broker_process import KAFKA_EDU
+from external import wait_for
+
+from kafka_edu.server.kafka_config import KafkaConfig
+from kafka_edu.server.kafka_server import KafkaServer
+from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH, ZkUtils, create_zk_client
+
+
+def kafka_edu(*argv: str) -> tuple[int, str, str]:
+    done = subprocess.run([str(KAFKA_EDU), *argv], capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+class Brokers:
+    """Brokers 0..n-1 in this process on `connect`; stop and start them by id."""
+
+    def __init__(self, connect: str, data_dir, n: int = 3):
+        self.connect, self.data_dir = connect, data_dir
+        self.servers: dict[int, KafkaServer] = {}
+        for broker in range(n):
+            self.start(broker)
+
+    def start(self, broker: int) -> None:
+        config = KafkaConfig({"broker.id": broker, "listeners": "PLAINTEXT://127.0.0.1:0",
+                              "log.dirs": str(self.data_dir / f"broker-{broker}"), "zookeeper.connect": self.connect,
+                              "num.network.threads": 1, "num.io.threads": 2, "background.threads": 2,
+                              "auto.leader.rebalance.enable": False, "offsets.topic.replication.factor": 1,
+                              "replica.lag.time.max.ms": 2000, "controlled.shutdown.retry.backoff.ms": 200})
+        self.servers[broker] = KafkaServer(config)
+        self.servers[broker].startup()
+
+    def stop(self, broker: int) -> None:
+        self.servers.pop(broker).shutdown()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{s.bound_port()}" for s in self.servers.values())
+
+    def close(self) -> None:
+        for broker in list(self.servers):
+            self.servers.pop(broker).shutdown(controlled=False)
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):
+    connect = f"{zookeeper.connect}/c-{uuid.uuid4().hex[:8]}"
+    brokers = Brokers(connect, tmp_path, getattr(request, "param", 3))
+    zk = create_zk_client({"zookeeper.connect": connect})
+    brokers.zk_utils = ZkUtils(zk)
+    yield brokers
+    brokers.close()
+    zk.close()
+
+
+def state(cluster, partition: int):
+    found = cluster.zk_utils.get_leader_and_isr("t", partition)
+    return None if found is None else found.leader_and_isr
+
+
+@pytest.mark.parametrize("cluster", [4], indirect=True)
+def test_create_on_four_brokers_spreads_leaders_and_replicas(cluster):
+    assert kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "t", "--partitions",
+                     "6", "--replication-factor", "3") == (0, 'Created topic "t".\n', "")
+    document = json.loads(cluster.zk_utils.zk.get("/brokers/topics/t")[0])
+    assert document["version"] == 1 and sorted(document["partitions"], key=int) == [str(p) for p in range(6)]
+    assignment = {int(p): r for p, r in document["partitions"].items()}
+    assert all(len(set(r)) == 3 and set(r) <= {0, 1, 2, 3} for r in assignment.values())
+    assert set(Counter(r[0] for r in assignment.values()).values()) <= {1, 2}
+    assert set(Counter(b for r in assignment.values() for b in r).values()) <= {4, 5}
+    expected = [f"\tTopic: t\tPartition: {p}\tLeader: {r[0]}\tReplicas: {','.join(map(str, r))}"
+                f"\tIsr: {','.join(map(str, r))}" for p, r in sorted(assignment.items())]
+    # every broker answers Metadata from its own cache, which the controller updates asynchronously
+    wait_for(lambda: kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--describe", "--topic", "t")[1]
+             .splitlines()[1:] == expected, 20, "the first replicas leading, as --describe shows")
+
+
+def test_t16_preferred_replica_election_moves_leadership_back(cluster, tmp_path):
+    assert kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "t",
+                     "--replica-assignment", "0:1:2,1:2:0")[0] == 0
+    wait_for(lambda: all(state(cluster, p) and state(cluster, p).leader == p for p in (0, 1)), 20, "leaders 0 and 1")
+
+    cluster.stop(1)                                  # controlled shutdown: partition 1's leadership moves on
+    wait_for(lambda: state(cluster, 1).leader == 2, 20, "partition 1 led by broker 2")
+    cluster.start(1)
+    wait_for(lambda: 1 in state(cluster, 1).isr, 30, "broker 1 back in partition 1's ISR")
+    before = state(cluster, 1)
+    assert before.leader == 2
+
+    election = tmp_path / "election.json"
+    election.write_text(json.dumps({"partitions": [{"topic": "t", "partition": 1}]}))
+    assert kafka_edu("preferred-replica-election", "--zookeeper", cluster.connect,
+                     "--path-to-json-file", str(election)) == (
+        0, "Successfully started preferred replica election for partitions Set([t,1])\n", "")
+    wait_for(lambda: state(cluster, 1).leader == 1, 20, "partition 1 led by its preferred replica")
+    after = state(cluster, 1)
+    assert (sorted(after.isr), after.leader_epoch) == (sorted(before.isr), before.leader_epoch + 1)
+    wait_for(lambda: cluster.zk_utils.zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, 20, "the znode removed")
+    assert state(cluster, 0).leader == 0

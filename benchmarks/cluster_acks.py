@@ -7,11 +7,13 @@ Both setups run in this run, as processes started the way a user starts them: a 
 sends LeaderAndIsr and UpdateMetadata over the network.
 
 Throughput, for each value size: a confluent-kafka producer (linger.ms=50, batch.size=1000000)
-writes N records to partition 0 of a fresh topic: with acks=all to the cluster's topic of
-replication factor 3 (every record acknowledged only once both followers fetched it), and with
+writes N records to a fresh topic of P partitions (default 1; the records spread over them):
+with acks=all to the cluster's topic of replication factor 3 (every record acknowledged only once both followers fetched it), and with
 acks=1 to the single broker's topic. Each repeat measures both, taking turns going first; the first
 repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
-is the median of the per-repeat ratios.
+is the median of the per-repeat ratios. Beside each rate: the CPU seconds the broker processes
+(three, or one) spent per megabyte produced, from /proc, which says how much of the gap is work
+(every byte is received, parsed and written three times) rather than waiting.
 
 Catch-up: one follower of a fresh RF=3 topic is paused (SIGSTOP: its fetchers, and everything else,
 stand still), the producer writes M megabytes with acks=1 to the leader (the leader's append rate),
@@ -19,7 +21,9 @@ the follower is resumed (SIGCONT) and timed until its log holds as many bytes as
 follower's copy is byte for byte, so equal sizes mean equal logs). The ZooKeeper session and the ISR
 lag time are raised so that the pause costs the follower neither its registration nor its ISR seat.
 
-    python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--catch-up-mb 32]
+    python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--partitions 1]
+                                      [--catch-up-mb 32]
+                                      [--cluster-config key=value ...]
 
 Needs Java and Debian's zookeeper package (as the cluster tests do), and confluent-kafka.
 """
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
 import signal
 import statistics
 import sys
@@ -39,7 +45,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat"), str(ROOT / 
 
 from _timed_send import time_confluent_produces  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
-from external import ZooKeeperServer  # noqa: E402
+from external import ZOOKEEPER_JARS, ZooKeeperServer  # noqa: E402
 from process_cluster import ProcessCluster  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -51,38 +57,52 @@ CLUSTER = {"zookeeper.session.timeout.ms": "30000", "replica.lag.time.max.ms": "
            "replica.fetch.wait.max.ms": "500", "auto.create.topics.enable": "false"}
 
 
-def create_replicated_topic(cluster: ProcessCluster, topic: str) -> None:
+def create_replicated_topic(cluster: ProcessCluster, topic: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=30).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, 3)], operation_timeout=30).values():
         future.result(60)
 
     def full_isr():
-        state = cluster.partition_state(topic, 0)
-        return state is not None and len(state.leader_and_isr.isr) == 3
+        states = [cluster.partition_state(topic, p) for p in range(partitions)]
+        return all(s is not None and len(s.leader_and_isr.isr) == 3 for s in states)
 
     cluster.wait_until(full_isr, 60, what=f"{topic}: ISR of three")
 
 
-def produce(bootstrap: str, topic: str, records: int, size: int, acks: str) -> float:
-    """Seconds to produce and deliver `records` values of `size` bytes."""
+def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, partitions: int = 1) -> float:
+    """Seconds to produce and deliver `records` values of `size` bytes (to partition 0, or spread over all)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
-    return time_confluent_produces(producer, topic, records, b"x" * size, partition=0)
+    where = {"partition": 0} if partitions == 1 else {}
+    return time_confluent_produces(producer, topic, records, b"x" * size, **where)
 
 
-def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, size: int, repeats: int
-               ) -> dict[str, list[float]]:
-    """records/s of every kept repeat: 'all' (cluster, RF=3, acks=all) and 'one' (single broker, acks=1)."""
-    rates: dict[str, list[float]] = {"all": [], "one": []}
+def cpu_seconds(brokers: list[BrokerProcess]) -> float:
+    """User + system CPU the broker processes have used so far (Linux /proc)."""
+    total = 0
+    for broker in brokers:
+        fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])          # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, size: int, repeats: int,
+               partitions: int) -> dict[str, list[tuple[float, float]]]:
+    """(records/s, broker CPU seconds per MB) of every kept repeat: 'all' (cluster, RF=3, acks=all) and
+    'one' (single broker, acks=1)."""
+    results: dict[str, list[tuple[float, float]]] = {"all": [], "one": []}
+    setups = {"all": (cluster.bootstrap, "all", cluster.brokers), "one": (single.bootstrap, "1", [single])}
     for repeat in range(repeats + 1):
         topic = f"acks-{size}-{repeat}"
-        create_replicated_topic(cluster, topic)
-        setups = {"all": (cluster.bootstrap, "all"), "one": (single.bootstrap, "1")}
+        create_replicated_topic(cluster, topic, partitions)
         order = list(setups) if repeat % 2 else list(reversed(setups))
-        elapsed = {name: produce(setups[name][0], topic, records, size, setups[name][1]) for name in order}
-        if repeat:                       # the first repeat only warms caches and connections
-            for name in setups:
-                rates[name].append(records / elapsed[name])
-    return rates
+        for name in order:
+            bootstrap, acks, brokers = setups[name]
+            cpu = cpu_seconds(brokers)
+            elapsed = produce(bootstrap, topic, records, size, acks, partitions)
+            cpu = cpu_seconds(brokers) - cpu
+            if repeat:                   # the first repeat only warms caches and connections
+                results[name].append((records / elapsed, cpu / (records * size / 1e6)))
+    return results
 
 
 def log_bytes(broker: BrokerProcess, topic: str) -> int:
@@ -115,23 +135,37 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of every throughput topic")
     parser.add_argument("--catch-up-mb", type=int, default=32, help="0 skips the catch-up measurement")
+    parser.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="override the three brokers' configuration (repeatable)")
     args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.cluster_config)
     logging.basicConfig(level=logging.ERROR)
+    if shutil.which("java") is None or not all(Path(j).exists() for j in ZOOKEEPER_JARS):
+        print("skipped: the cluster needs Java and Debian's zookeeper package (make system-packages)")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         zookeeper = ZooKeeperServer(work / "zookeeper").start()
         cluster = single = None
         try:
-            cluster = ProcessCluster(work / "cluster", zookeeper.connect, "bench", 3, CLUSTER).start()
-            single = BrokerProcess(work / "single", {"num.partitions": "1"}).start()
-            print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'acks=1 single rec/s':>22}{'MB/s':>7}{'ratio':>8}")
+            cluster = ProcessCluster(work / "cluster", zookeeper.connect, "bench", 3, {**CLUSTER, **overrides}).start()
+            if overrides:
+                print("cluster overrides:", ", ".join(f"{k}={v}" for k, v in overrides.items()))
+            single = BrokerProcess(work / "single", {"num.partitions": str(args.partitions)}).start()
+            print(f"{args.records:,} records per run, {args.partitions} partition(s), median of {args.repeats} "
+                  "repeats after a discarded one")
+            print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'CPU s/MB':>9}"
+                  f"{'acks=1 single rec/s':>22}{'MB/s':>7}{'CPU s/MB':>9}{'ratio':>8}")
             for size in (int(s) for s in args.sizes.split(",")):
-                rates = throughput(cluster, single, args.records, size, args.repeats)
-                rate = {name: statistics.median(r) for name, r in rates.items()}
-                ratio = statistics.median(a / o for a, o in zip(rates["all"], rates["one"], strict=True))
-                print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}"
-                      f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{ratio:>8.2f}", flush=True)
+                results = throughput(cluster, single, args.records, size, args.repeats, args.partitions)
+                rate = {name: statistics.median(r for r, _ in runs) for name, runs in results.items()}
+                cpu = {name: statistics.median(c for _, c in runs) for name, runs in results.items()}
+                ratio = statistics.median(a[0] / o[0] for a, o in zip(results["all"], results["one"], strict=True))
+                print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}{cpu['all']:>9.3f}"
+                      f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{cpu['one']:>9.3f}{ratio:>8.2f}",
+                      flush=True)
             if args.catch_up_mb > 0:
                 append, copy, behind = catch_up(cluster, args.catch_up_mb)
                 print(f"\ncatch-up of a follower paused while {behind / 1e6:.1f} MB were appended (1 KiB records, acks=1):")

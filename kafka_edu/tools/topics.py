@@ -193,10 +193,10 @@ def describe_topics(admin: ClusterAdmin, args) -> int:
 
 # %% book/ch5_tools/0200_topic_command.ipynb d9ffa232
 def alter_topic(admin: ClusterAdmin, args) -> int:
-    names = matching_topics(admin.describe_cluster().topics, args.topic, args.if_exists)
+    cluster = admin.describe_cluster()
+    names = matching_topics(cluster.topics, args.topic, args.if_exists)
     if any(name in INTERNAL_TOPICS for name in names):
         raise CommandError("The number of partitions for the offsets topic cannot be changed.")
-    cluster = admin.describe_cluster(names)
     for name in names:
         print("WARNING: If partitions are increased for a topic that has a key, the partition logic or ordering "
               "of the messages will be affected")

@@ -46,7 +46,7 @@ def controller_graph(controller) -> graphviz.Digraph:
     machines with their counts, the selectors with their election counts, the ZooKeeper paths it watches."""
     dot = graphviz.Digraph("controller_graph", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.2"},
                            node_attr={"shape": "box", "style": "rounded", "fontname": "Helvetica", "fontsize": "10"},
-                           edge_attr={"arrowsize": "0.6", "color": "#707070"})
+                           edge_attr={"arrowsize": "0.6", "color": "#707070", "fontname": "Helvetica", "fontsize": "9"})
     context = controller.context
     dot.node("controller", f"KafkaController\nbroker {controller.broker_id}, epoch {context.epoch}\n"
              f"{'active' if controller.is_active else 'not the controller'}", style="rounded,filled", fillcolor="#dbe9f6")

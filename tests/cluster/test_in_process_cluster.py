@@ -33,7 +33,7 @@ def refused(port: int) -> bool:
 
 
 def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": 2000})
     create(cluster, "k", ASSIGNMENT)
     victim = cluster.broker(2)
     with BrokerClient(cluster.ports[2]) as client:
@@ -45,7 +45,10 @@ def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
     log_dir = victim.config.log_dirs[0]
     assert not os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown"))
     cluster.wait_until(lambda: leader(cluster, "k", 2) == 0, what="k-2's leader moving to broker 0")
-    assert all(2 not in cluster.partition_state("k", p).leader_and_isr.isr for p in range(3))
+    # the controller takes it out of the ISRs; a fetch it sent just before dying can still reach a leader
+    # afterwards and put it back (0.10 has that race), until the leader's ISR expiry drops it for good
+    cluster.wait_until(lambda: all(2 not in cluster.partition_state("k", p).leader_and_isr.isr for p in range(3)),
+                       what="broker 2 out of every ISR")
 
 
 def test_killing_the_controller_elects_another(make_cluster):
@@ -118,15 +121,26 @@ def test_session_expiry_registers_the_broker_again(make_cluster):
 
 def test_kill_and_restart_leave_no_threads_behind(make_cluster):
     import threading
+
+    def settled() -> list[str]:
+        """The thread names once they stop changing (the controller adds a send thread per broker it hears of)."""
+        names = None
+        while names != (names := sorted(t.name for t in threading.enumerate())):
+            time.sleep(0.5)
+        return names
+
     cluster = make_cluster(2)
-    running = sorted(t.name for t in threading.enumerate())
+    cluster.kill(1)
+    cluster.restart(1)
+    running = settled()
     for _ in range(3):
         cluster.kill(1)
         cluster.restart(1)
     try:
         cluster.wait_until(lambda: threading.active_count() == len(running), timeout_s=10, what="as many threads")
     except TimeoutError:
-        assert sorted(t.name for t in threading.enumerate()) == running
+        pass
+    assert settled() == running
 
 
 def test_paused_fetchers_send_nothing_until_resumed(make_cluster):

@@ -7,9 +7,11 @@ import pytest
 from _controller_cluster import Cluster, partition_views
 from external import wait_for
 
+from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.server.controller.partition_state_machine import PartitionState
 from kafka_edu.server.controller.replica_state_machine import ReplicaState
+from kafka_edu.server.zk.zk_utils import LeaderAndIsr
 
 ASSIGNMENT = {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 1, 0]}
 
@@ -100,8 +102,9 @@ def test_broker_failure_moves_leadership_and_shrinks_isr(cluster):
         return state.leader_and_isr.leader == controller.broker_id and victim not in state.leader_and_isr.isr \
             and victim not in other.leader_and_isr.isr
     wait_for(moved, what="leader moved and ISR shrunk")
-    views = agreed_views(cluster, "f", 2)
-    assert views[0]["cache"][0][:3] == (controller.broker_id, 1, (controller.broker_id,))
+    expected = (controller.broker_id, 1, (controller.broker_id,))
+    wait_for(lambda: all(partition_views(s, "f")["cache"][0][:3] == expected for s in cluster.servers.values()),
+             what="every cache showing the new leader")
     wait_for(lambda: roles_match(cluster, "f", 2), what="new leader made")
 
 
@@ -163,3 +166,18 @@ def test_broker_shutdown_asks_for_controlled_shutdown(cluster):
     for p in range(2):
         state = cluster.zk_utils.get_leader_and_isr("bye", p).leader_and_isr
         assert state.leader in others and target not in state.isr
+
+
+def test_isr_change_notification_refreshes_every_cache(cluster):
+    """A leader that changed an ISR writes /isr_change_notification/isr_change_N; the controller re-reads
+    the partition, sends UpdateMetadata to all brokers and deletes the notification."""
+    controller = cluster.controller()
+    cluster.zk_utils.create_topic_assignment("isr", {0: [1, 2, 0]})
+    agreed_views(cluster, "isr", 1)
+    current = cluster.zk_utils.get_leader_and_isr("isr", 0).leader_and_isr
+    shrunk = LeaderAndIsr(current.leader, current.leader_epoch, (1, 0), current.zk_version)
+    assert cluster.zk_utils.update_leader_and_isr("isr", 0, shrunk, controller.controller.context.epoch)[0]
+    cluster.zk_utils.propagate_isr_changes([TopicPartition("isr", 0)])
+    wait_for(lambda: all(s.metadata_cache.get_partition_info("isr", 0).isr == (1, 0) for s in cluster.servers.values()),
+             what="every cache showing the smaller ISR")
+    wait_for(lambda: cluster.zk_utils.zk.get_children("/isr_change_notification") == [], what="notification deleted")

@@ -9,8 +9,9 @@ from _broker_client import records
 from _cluster import wait_until
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
-from kafka_edu.common.protocol.errors import Errors
-from kafka_edu.server.epoch.leader_epoch_file_cache import (LEADER_EPOCH_CHECKPOINT_FILENAME, EpochEntry,
+from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.server.epoch.leader_epoch_file_cache import (LEADER_EPOCH_CHECKPOINT_FILENAME, EpochEndOffset,
+                                                            EpochEntry,
                                                             LeaderEpochCheckpointFile, LeaderEpochFileCache,
                                                             truncates_by_leader_epoch)
 from kafka_edu.server.kafka_config import KafkaConfig
@@ -124,3 +125,29 @@ def test_offsets_for_leader_epoch_at_epoch_boundaries(make_cluster):
         assert _ask(client, 0, [("e", 0, -1, 0)]) == [(Errors.NONE, None, 2)]     # v0 has no epoch in the answer
     with cluster.client(0) as client:
         assert _ask(client, 2, [("e", 0, -1, 0)]) == [(Errors.NOT_LEADER_OR_FOLLOWER, -1, -1)]
+
+
+def test_follower_truncation_rule(make_cluster):
+    """The fetcher's cut: the leader's end of our epoch, our own end of an older epoch the leader names
+    instead (it never led in ours, KIP-279), the HW without an answer; an error leaves the log alone."""
+    cluster = make_cluster(2)
+    cluster.create_partition("e", 0, [0, 1])
+    with cluster.client(0) as client:
+        assert client.produce("e", 0, records(*[b"%d" % i for i in range(8)]), acks=-1).error_code == 0
+    wait_until(lambda: cluster.partition(1, "e").high_watermark == 8, what="the follower's HW")
+    manager = cluster.brokers[1].replica_manager.replica_fetcher_manager
+    assert manager.pause(timeout_s=5)
+    [fetcher] = manager.fetcher_thread_map.values()
+    replica = cluster.partition(1, "e").local_replica
+    replica.epochs.assign(2, 5)                         # as if epoch 2 had started at 5 here: [(0, 0), (2, 5)]
+    with pytest.raises(KafkaError):
+        fetcher.truncate(("e", 0), EpochEndOffset(Errors.NOT_LEADER_OR_FOLLOWER))
+    assert replica.log_end_offset == 8
+    assert fetcher.truncate(("e", 0), EpochEndOffset(Errors.NONE, 2, 9)) == 8       # the leader has more: keep all
+    assert fetcher.truncate(("e", 0), EpochEndOffset(Errors.NONE, 1, 7)) == 5       # leader's epoch 1 ends at 7,
+    assert replica.epochs.entries() == [EpochEntry(0, 0)]                            # ours (epoch 0) at 5
+    replica.high_watermark_metadata = type(replica.high_watermark_metadata)(3)
+    assert fetcher.truncate(("e", 0), None) == 3                                     # no answer: the HW
+    assert [(t.offset, t.reason) for t in fetcher.truncations] == [
+        (0, "the high watermark (no leader epochs to compare)"),                     # when it started: empty log
+        (8, "the end of epoch 2"), (5, "the end of epoch 1"), (3, "the high watermark (no leader epochs to compare)")]

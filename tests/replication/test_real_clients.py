@@ -4,6 +4,8 @@ from __future__ import annotations
 from _cluster import wait_until
 from external import require
 
+from kafka_edu.common.protocol.api_keys import ApiKeys
+
 
 def test_confluent_acks_all_is_acknowledged_once_every_replica_has_the_records(make_cluster):
     try:
@@ -41,3 +43,41 @@ def test_confluent_acks_all_is_acknowledged_once_every_replica_has_the_records(m
         values.append(message.value().decode())
     consumer.close()
     assert sorted(values, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200)]
+
+
+def test_confluent_consumer_validates_its_position_after_a_leader_change(make_cluster):
+    """librdkafka asks OffsetsForLeaderEpoch after a leader change (KIP-320) and keeps its position."""
+    try:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+    except ImportError:
+        require(False, "confluent-kafka is not installed (pip install -e '.[dev]')")
+    cluster = make_cluster(3)
+    cluster.create_partition("moving", 0, [0, 1, 2])
+    bootstrap = ",".join(f"127.0.0.1:{b.bound_port()}" for b in cluster.brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "topic.metadata.refresh.interval.ms": 200})
+
+    def produce(values):
+        for value in values:
+            producer.produce("moving", value=value.encode(), partition=0)
+        assert producer.flush(30) == 0
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mover", "enable.auto.commit": False,
+                         "auto.offset.reset": "error", "topic.metadata.refresh.interval.ms": 200})
+    consumer.assign([TopicPartition("moving", 0, 0)])
+
+    def read(count):
+        values = []
+        while len(values) < count:
+            message = consumer.poll(10)
+            assert message is not None and message.error() is None, message and message.error()
+            values.append(message.value().decode())
+        return values
+
+    produce(["a", "b"])
+    assert read(2) == ["a", "b"]
+    cluster.elect("moving", 0, leader=1, isr=[0, 1, 2])
+    leader_apis = cluster.brokers[1].apis.request_counts
+    produce(["c"])
+    assert read(1) == ["c"]
+    wait_until(lambda: leader_apis[ApiKeys.OFFSET_FOR_LEADER_EPOCH] >= 1, what="the consumer's validation")
+    consumer.close()

@@ -92,6 +92,12 @@ def test_follower_behind_the_leaders_log_start_starts_over_there(make_cluster):
     follower_log = cluster.partition(1, "t13").local_replica.log
     assert follower_log.log_start_offset == 10
     assert cluster.isr_in_zk("t13") == [0, 1]
+    # Beyond 0.10: both epoch caches start at the log start, the leader's trimmed by the checkpoint task,
+    # the follower's cleared when it threw its log away and refilled from the batches it copied
+    for broker_id in (0, 1):
+        epochs = cluster.partition(broker_id, "t13").local_replica.epochs
+        wait_until(lambda e=epochs: [(x.epoch, x.start_offset) for x in e.entries()] == [(0, 10)],
+                   what=f"broker {broker_id}'s epoch cache to start at 10")
 
 
 def _diverged(cluster, topic, unclean: bool):

@@ -4,7 +4,10 @@ chroot), the tools run as the installed `kafka-edu` command.
 Chapter-5 test 1: `topics --create` on four brokers without racks spreads preferred leaders and
 replicas evenly, and the controller makes every first replica the leader.
 T16: leadership moved off a partition's preferred replica comes back to it after
-`preferred-replica-election`; the controller deletes the request znode."""
+`preferred-replica-election`; the controller deletes the request znode.
+T18 (chapter-5 test 11): `reassign-partitions --execute` moves a partition [1,2,3] -> [3,4,5] and
+raises another's replication factor; `--verify` reports completion, the old replicas' logs are gone
+and every acknowledged record is still there. A target naming a dead broker is dropped."""
 from __future__ import annotations
 
 import json
@@ -21,8 +24,8 @@ from kafka_edu.server.kafka_server import KafkaServer
 from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH, ZkUtils, create_zk_client
 
 
-def kafka_edu(*argv: str) -> tuple[int, str, str]:
-    done = subprocess.run([str(KAFKA_EDU), *argv], capture_output=True, text=True, timeout=60)
+def kafka_edu(*argv: str, stdin: str = "") -> tuple[int, str, str]:
+    done = subprocess.run([str(KAFKA_EDU), *argv], input=stdin, capture_output=True, text=True, timeout=60)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -111,3 +114,56 @@ def test_t16_preferred_replica_election_moves_leadership_back(cluster, tmp_path)
     assert (sorted(after.isr), after.leader_epoch) == (sorted(before.isr), before.leader_epoch + 1)
     wait_for(lambda: cluster.zk_utils.zk.exists(PREFERRED_REPLICA_ELECTION_PATH) is None, 20, "the znode removed")
     assert state(cluster, 0).leader == 0
+
+
+@pytest.mark.parametrize("cluster", [6], indirect=True)
+def test_t18_reassignment_completes_and_verify_says_so(cluster, tmp_path):
+    for topic, assignment in (("t", "1:2:3"), ("u", "0:1")):
+        assert kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", topic,
+                         "--replica-assignment", assignment)[0] == 0
+    records = [f"record-{i}" for i in range(200)]
+    assert kafka_edu("console-producer", "--broker-list", cluster.bootstrap, "--topic", "t",
+                     "--request-required-acks", "all", "--timeout", "10", stdin="\n".join(records) + "\n")[0] == 0
+    wait_for(lambda: state(cluster, 0) and sorted(state(cluster, 0).isr) == [1, 2, 3], 20, "t-0 fully replicated")
+
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [3, 4, 5]}, {"topic": "u", "partition": 0, "replicas": [0, 1, 2]}]}))
+    status, out, err = kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--execute",
+                                 "--reassignment-json-file", str(target))
+    assert (status, err) == (0, "") and out.splitlines()[-1].startswith("Successfully started reassignment")
+
+    def verified():
+        status, out, _ = kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--verify",
+                                   "--reassignment-json-file", str(target))
+        assert status == 0 and "failed" not in out, out
+        return out if "in progress" not in out else None
+    assert wait_for(verified, 40, "the reassignment", interval=0.2) == (
+        "Status of partition reassignment:\n"
+        "Reassignment of partition [t,0] completed successfully\n"
+        "Reassignment of partition [u,0] completed successfully\n")
+
+    assert cluster.zk_utils.get_replica_assignment_for_topics(["t", "u"]) == {("t", 0): [3, 4, 5], ("u", 0): [0, 1, 2]}
+    assert state(cluster, 0).leader in (3, 4, 5) and set(state(cluster, 0).isr) <= {3, 4, 5}
+    assert cluster.zk_utils.zk.exists("/admin/reassign_partitions") is None
+    wait_for(lambda: not any((cluster.data_dir / f"broker-{b}" / "t-0").exists() for b in (1, 2)), 20,
+             "t-0's logs removed from brokers 1 and 2")
+    status, out, _ = kafka_edu("console-consumer", "--bootstrap-server", cluster.bootstrap, "--topic", "t",
+                               "--from-beginning", "--max-messages", "200", "--timeout-ms", "20000")
+    assert status == 0 and out.splitlines() == records
+
+
+def test_t18_a_reassignment_to_a_dead_broker_is_dropped(cluster, tmp_path):
+    assert kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "t",
+                     "--replica-assignment", "0:1")[0] == 0
+    wait_for(lambda: state(cluster, 0), 20, "t-0 online")
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 7]}]}))
+    assert kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--execute",
+                     "--reassignment-json-file", str(target))[0] == 0
+    wait_for(lambda: cluster.zk_utils.zk.exists("/admin/reassign_partitions") is None, 20, "the request dropped")
+    assert kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--verify",
+                     "--reassignment-json-file", str(target)) == (0, (
+        "Status of partition reassignment:\n"
+        "ERROR: Assigned replicas (0,1) don't match the list of replicas for reassignment (1,7) for partition [t,0]\n"
+        "Reassignment of partition [t,0] failed\n"), "")

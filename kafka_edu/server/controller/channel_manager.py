@@ -318,7 +318,7 @@ class _Sending:
     def _send(self, broker_id: int, api_key: ApiKeys, version: int, body: dict, what, callback=None) -> None:
         channel = self.controller.channel_manager
         if channel is not None and broker_id in channel.broker_state_info:
-            self.controller.record_request(broker_id, api_key, what, body)
+            self.controller.record_request(broker_id, api_key, what)
             channel.send_request(broker_id, api_key, version, body, callback)
 
     def _leader_and_isr_body(self, controller_epoch: int, states: dict) -> dict:

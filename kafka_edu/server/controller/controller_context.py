@@ -69,9 +69,6 @@ class ControllerContext:
     def live_brokers(self) -> list[Broker]:
         return [b for b in self.live_or_shutting_down_brokers if b.id not in self.shutting_down_broker_ids]
 
-    def is_replica_online(self, broker_id: int, tp: TopicAndPartition) -> bool:
-        return broker_id in self.live_broker_ids
-
     # --- partitions and replicas --------------------------------------------------------------------
     def partitions_on_broker(self, broker_id: int) -> set[TopicAndPartition]:
         return {tp for tp, replicas in self.partition_replica_assignment.items() if broker_id in replicas}

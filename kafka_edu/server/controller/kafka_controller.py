@@ -30,7 +30,7 @@ from kafka_edu.server.zk.zk_utils import (BROKER_IDS_PATH, BROKER_TOPICS_PATH, C
 
 log = logging.getLogger(__name__)
 
-NEW_BROKER_DELIVERY_WAIT_S = 5.0
+DELIVERY_WAIT_S = 5.0
 
 
 class ControllerMovedError(Exception):
@@ -247,7 +247,7 @@ class _BrokerOperations:
             if dead:
                 self.on_broker_failure(dead)
             if new:
-                self.channel_manager.await_delivered(new, NEW_BROKER_DELIVERY_WAIT_S)
+                self.channel_manager.await_delivered(new, DELIVERY_WAIT_S)
 
     def on_broker_startup(self, new: list[int]) -> None:
         """All partitions' metadata first, then the new brokers' replicas Online, then elections."""
@@ -287,22 +287,26 @@ class _BrokerOperations:
                 raise KeyError(f"broker {broker_id} is not registered")
             context.shutting_down_broker_ids.add(broker_id)
             self.record(f"controlled shutdown of broker {broker_id}")
-            for tp in sorted(context.partitions_on_broker(broker_id)):
-                info = context.partition_leadership_info.get(tp)
-                if info is None or len(context.partition_replica_assignment[tp]) <= 1 \
-                        or self.topic_deletion_manager.is_topic_queued_up_for_deletion(tp[0]):
-                    continue
-                if info.leader_and_isr.leader == broker_id:
-                    self.partition_state_machine.handle_state_changes(
-                        [tp], PartitionState.ONLINE, self.controlled_shutdown_selector)
-                    if context.partition_leadership_info[tp].leader_and_isr.leader == broker_id:
-                        continue                     # nobody else can lead: it keeps leading
-                self.replica_state_machine.handle_state_changes([PartitionAndReplica(*tp, broker_id)],
-                                                                ReplicaState.OFFLINE)
-            return {tp for tp in context.partitions_on_broker(broker_id)
-                    if len(context.partition_replica_assignment[tp]) > 1
-                    and (info := context.partition_leadership_info.get(tp)) is not None
-                    and info.leader_and_isr.leader == broker_id}
+            deleting = self.topic_deletion_manager.topics_to_be_deleted
+            replicated = [tp for tp in sorted(context.partitions_on_broker(broker_id))
+                          if tp in context.partition_leadership_info and tp[0] not in deleting
+                          and len(context.partition_replica_assignment[tp]) > 1]
+            self.partition_state_machine.handle_state_changes(
+                [tp for tp in replicated if self._leader(tp) == broker_id], PartitionState.ONLINE,
+                self.controlled_shutdown_selector)
+            followers = [tp for tp in replicated if self._leader(tp) != broker_id]
+            batch = self.broker_request_batch
+            batch.new_batch()
+            for tp in followers:
+                batch.add_stop_replica_request_for_brokers([broker_id], tp, False)
+            batch.send_requests_to_brokers(context.epoch)
+            self.channel_manager.await_delivered([broker_id], DELIVERY_WAIT_S)
+            self.replica_state_machine.handle_state_changes([PartitionAndReplica(*tp, broker_id) for tp in followers],
+                                                            ReplicaState.OFFLINE)
+            return {tp for tp in replicated if self._leader(tp) == broker_id}
+
+    def _leader(self, tp) -> int:
+        return self.context.partition_leadership_info[tp].leader_and_isr.leader
 
 
 # %% book/ch4_server/0605_kafka_controller.ipynb 1260debb
@@ -660,7 +664,8 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
         self.state_changes_recorded += 1
         log.info("controller %d: %s", self.broker_id, change)
 
-    def record_request(self, broker_id: int, api_key: ApiKeys, what, body: dict) -> None:
+    def record_request(self, broker_id: int, api_key: ApiKeys, what) -> None:
+        """One line per request sent: its kind, its broker, its partitions."""
         self.sent_requests[(api_key, broker_id)] += 1
         names = sorted(f"{tp[0]}-{tp[1]}" for tp in what) if isinstance(what, dict) else \
             sorted(f"{i.replica.topic}-{i.replica.partition}" for i in what)

@@ -194,6 +194,3 @@ class PartitionStateMachine(_PartitionTransitions, StateMachine):
             batch.send_requests_to_brokers(self.controller.context.epoch)
         finally:
             batch.clear()
-
-    def partitions_in_state(self, state: PartitionState) -> list:
-        return sorted(tp for tp, s in self.states.items() if s is state)

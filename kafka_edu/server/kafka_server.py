@@ -495,7 +495,8 @@ class _Kill:
             if not self._started:
                 return
             log.warning("[Kafka Server %d], killed", self.broker_id)
-            steps = [("the socket server", self.socket_server, lambda s: s.shutdown()),
+            steps = [("the replica fetchers", self.replica_manager, lambda r: r.replica_fetcher_manager.shutdown()),
+                     ("the socket server", self.socket_server, lambda s: s.shutdown()),
                      ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
                      ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
                      ("the scheduler", self.scheduler, lambda s: s.shutdown()),

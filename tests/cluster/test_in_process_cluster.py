@@ -165,16 +165,34 @@ def test_paused_fetchers_send_nothing_until_resumed(make_cluster):
 
 
 def test_controlled_shutdown_moves_leadership_while_the_broker_still_runs(make_cluster):
-    cluster = make_cluster(3)
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": 2000})
     create(cluster, "moving", {0: [1, 0, 2], 1: [1, 2, 0], 2: [1, 0, 2]})
     create(cluster, "single", {0: [1]})
     cluster.wait_until(lambda: all(len(cluster.partition_state("moving", p).leader_and_isr.isr) == 3
                                    for p in range(3)), what="full ISRs")
     assert cluster.broker(1).controlled_shutdown() is True
     assert cluster.zk.get_children("/brokers/ids") == ["0", "1", "2"]        # it has not gone yet
-    for p in range(3):
-        state = cluster.partition_state("moving", p).leader_and_isr
-        assert state.leader in (0, 2) and 1 not in state.isr
+    assert all(leader(cluster, "moving", p) in (0, 2) for p in range(3))
+    # the controller also took broker 1 out of the ISRs, but a fetch broker 1 sent before its StopReplica
+    # arrived can put it back into one (a 0.10 race) until the leader's ISR expiry drops it again
+    cluster.wait_until(lambda: all(1 not in cluster.partition_state("moving", p).leader_and_isr.isr for p in range(3)),
+                       what="broker 1 out of every ISR")
     assert leader(cluster, "single", 0) == 1                                # one replica: nowhere to move
     cluster.stop(1)
     assert cluster.live_brokers == [0, 2]
+
+
+def test_a_restarted_follower_catches_up_and_rejoins_the_isr(make_cluster):
+    cluster = make_cluster(3, **{"replica.lag.time.max.ms": 2000})
+    create(cluster, "rejoin", {0: [0, 1, 2]})
+    with BrokerClient(cluster.ports[0]) as client:
+        assert client.produce("rejoin", 0, records(b"a", b"b"), acks=-1).error_code == 0
+        cluster.kill(2)
+        cluster.wait_until(lambda: 2 not in cluster.partition_state("rejoin", 0).leader_and_isr.isr, what="ISR shrink")
+        assert client.produce("rejoin", 0, records(b"c", b"d", b"e"), acks=-1).error_code == 0
+    server = cluster.restart(2)
+    cluster.wait_until(lambda: 2 in cluster.partition_state("rejoin", 0).leader_and_isr.isr, what="broker 2 back in the ISR")
+    log = server.log_manager.get_log("rejoin", 0)
+    assert log.log_end_offset == 5
+    with BrokerClient(cluster.ports[0]) as client:
+        assert values_of(client.fetch("rejoin", 0, 0).records) == [b"a", b"b", b"c", b"d", b"e"]

@@ -32,10 +32,12 @@ def agreed_views(cluster, topic, partitions):
     return wait_for(check, timeout=10, what=f"all brokers agreeing on {topic}")
 
 
-def roles_match(cluster, topic, partitions):
+def roles_match(cluster, topic, partitions, leaving=()):
     """Every broker caches all `partitions`, and each hosted replica's Partition has the cache's leader
-    and leader epoch."""
+    and leader epoch (except on brokers `leaving`: a replica taken offline hears no more LeaderAndIsr)."""
     for broker_id, server in cluster.servers.items():
+        if broker_id in leaving:
+            continue
         cache = server.metadata_cache.get_partitions(topic) or {}
         if len(cache) != partitions:
             return False
@@ -149,7 +151,7 @@ def test_controlled_shutdown_moves_leadership_away(cluster):
         assert state.leader != target and target not in state.isr and state.leader in others
     assert cluster.zk_utils.get_leader_and_isr("cs", 3).leader_and_isr.leader == target
     assert target not in controller.controller.context.live_broker_ids
-    wait_for(lambda: roles_match(cluster, "cs", 4), what="brokers told about the new leaders")
+    wait_for(lambda: roles_match(cluster, "cs", 4, leaving=[target]), what="brokers told about the new leaders")
 
 
 def test_broker_shutdown_asks_for_controlled_shutdown(cluster):
@@ -181,3 +183,18 @@ def test_isr_change_notification_refreshes_every_cache(cluster):
     wait_for(lambda: all(s.metadata_cache.get_partition_info("isr", 0).isr == (1, 0) for s in cluster.servers.values()),
              what="every cache showing the smaller ISR")
     wait_for(lambda: cluster.zk_utils.zk.get_children("/isr_change_notification") == [], what="notification deleted")
+
+
+def test_deleted_controller_znode_means_a_new_election(cluster):
+    """Figure 4-65's second trigger: /controller disappears (an operator deleted it); the controller
+    resigns, every broker runs, one wins with the next epoch and every broker hears of it."""
+    first = cluster.controller()
+    cluster.zk_utils.zk.delete("/controller")
+    wait_for(lambda: cluster.zk_utils.get_controller_epoch()[0] == 2, what="epoch 2")
+    second = cluster.controller()
+    assert sum(s.controller.is_active for s in cluster.servers.values()) == 1
+    assert second.controller.context.epoch == 2
+    if second is not first:
+        assert first.controller.channel_manager is None and not first.controller.partition_state_machine.has_started
+    wait_for(lambda: all(s.metadata_cache.controller_id == second.broker_id for s in cluster.servers.values()),
+             what="every cache naming the controller")

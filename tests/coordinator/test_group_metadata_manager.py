@@ -58,7 +58,7 @@ def test_tombstones_delete_on_load(harness):
     assert harness.fetch("g", [("t", 0)])[1][("t", 0)].offset == -1
 
 
-def test_records_above_the_high_watermark_are_not_loaded(tmp_path):
+def test_records_beyond_the_stores_load_end_are_not_loaded(tmp_path):
     store = ScriptedStore()
     h = Harness(tmp_path, store=store)
     try:

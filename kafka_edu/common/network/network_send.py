@@ -10,6 +10,7 @@ class Send(Protocol):
     """Bytes on their way to one connection, written in as many pieces as the socket takes."""
 
     destination: str
+    size: int            # the whole frame, size prefix included (what the selector metrics count)
 
     def write_to(self, sock: socket.socket) -> int: ...
 

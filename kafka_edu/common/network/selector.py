@@ -8,6 +8,8 @@ import selectors
 import socket
 from collections import OrderedDict, deque
 
+from kafka_edu.common.metrics.metrics import Metrics
+from kafka_edu.common.metrics.selector_metrics import SelectorMetrics
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive
 from kafka_edu.common.network.network_send import Send
@@ -48,7 +50,9 @@ class KSelector:
     """Many non-blocking connections driven by one thread: all I/O happens in poll()."""
 
     def __init__(self, max_receive_size: int = UNLIMITED,
-                 connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS, time: Time = SYSTEM_TIME):
+                 connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS, time: Time = SYSTEM_TIME,
+                 metrics: Metrics | None = None, metric_group_prefix: str = "selector",
+                 metric_tags: dict[str, str] | None = None, metrics_per_connection: bool = True):
         self._selector = selectors.DefaultSelector()
         self._time = time
         self._max_receive_size = max_receive_size
@@ -64,6 +68,8 @@ class KSelector:
         self.connected: list[str] = []
         self._wakeup = Wakeup()
         self._wakeup.register(self._selector)
+        self._sensors = None if metrics is None else SelectorMetrics(      # 4.9.4; None costs nothing
+            metrics, metric_group_prefix, metric_tags or {}, lambda: len(self.channels), metrics_per_connection)
 
     # --- connections ----------------------------------------------------------------------
     def connect(self, id: str, address: tuple[str, int], send_buffer_size: int = DEFAULT_BUFFER_SIZE,
@@ -124,6 +130,8 @@ class KSelector:
             self._close_channel(channel)
         self._selector.close()
         self._wakeup.close()
+        if self._sensors is not None:
+            self._sensors.close()
 
     def _channel_or_fail(self, id: str) -> KafkaChannel:
         channel = self.channels.get(id)
@@ -138,6 +146,8 @@ class KSelector:
         self._clear()
         if self._immediately_connected or self._has_unmuted_staged_receives():
             timeout_ms = 0
+        sensors = self._sensors
+        select_start_ns = self._time.nanoseconds() if sensors is not None else 0
         ready = self._selector.select(timeout_ms / 1000)
         now_ns = self._time.nanoseconds()
         immediately, self._immediately_connected = self._immediately_connected, []
@@ -150,7 +160,16 @@ class KSelector:
             elif key.data.id in self.channels:
                 self._poll_channel(key.data, events, now_ns)
         self._add_to_completed_receives()
+        if sensors is not None:
+            self._record_poll(sensors, now_ns - select_start_ns, now_ns)
         self._maybe_close_oldest_connection(now_ns)
+
+    def _record_poll(self, sensors: SelectorMetrics, select_ns: int, io_start_ns: int) -> None:
+        now_ms = self._time.milliseconds()
+        for id in self.connected:
+            sensors.connection_created(id, now_ms)
+        sensors.completed(self.completed_sends, self.completed_receives, now_ms)
+        sensors.select_and_io(select_ns, self._time.nanoseconds() - io_start_ns, now_ms)
 
     def _poll_channel(self, channel: KafkaChannel, events: int, now_ns: int) -> None:
         self._lru[channel.id] = now_ns
@@ -217,3 +236,5 @@ class KSelector:
         del self.channels[channel.id]
         self._connecting.discard(channel.id)
         self._lru.pop(channel.id, None)
+        if self._sensors is not None:
+            self._sensors.connection_closed(self._time.milliseconds())

@@ -50,6 +50,7 @@ class RequestSendThread(threading.Thread):
         self.on_progress = on_progress
         self.in_flight: QueueItem | None = None
         self.pending = 0                  # queued or being sent; changed under the manager's condition
+        self.in_callback = False
         self.failed_attempts = 0
         self.sent = 0
         self._stopped = threading.Event()
@@ -62,13 +63,17 @@ class RequestSendThread(threading.Thread):
                     break
                 self.in_flight = item
                 body = self._send_until_answered(item)
-                if body is not None and item.callback is not None:
+                self.in_flight = None
+                self.in_callback = body is not None and item.callback is not None
+                self.on_progress(self, -1)
+                if self.in_callback:
                     try:
                         item.callback(body)
                     except Exception:
                         log.exception("callback of %s to broker %d failed", item.api_key.name, self.broker.id)
-                self.in_flight = None
-                self.on_progress(self, -1)      # after the callback, which may have queued more
+                    finally:
+                        self.in_callback = False
+                        self.on_progress(self, 0)
         finally:
             self.network_client.close()
 
@@ -198,11 +203,19 @@ class ControllerChannelManager:
             thread.pending += change
             self._progress.notify_all()
 
-    def await_delivered(self, broker_ids, timeout_s: float) -> bool:
-        """Wait until each broker's queue is drained, or it has just failed an attempt (it is unreachable)."""
+    def await_delivered(self, broker_ids, timeout_s: float, include_callbacks: bool = False) -> bool:
+        """Wait until each broker has answered everything queued for it (and, if asked, its callbacks
+        have run), or has just failed an attempt (it is unreachable). Callers holding the controller
+        lock must not wait for callbacks: a callback may be waiting for that lock, so a thread inside
+        a callback counts as settled for them."""
         def settled(broker_id):
             info = self.broker_state_info.get(broker_id)
-            return info is None or info.request_send_thread.pending == 0 or info.request_send_thread.failed_attempts > 0
+            if info is None or info.request_send_thread.failed_attempts > 0:
+                return True
+            thread = info.request_send_thread
+            if include_callbacks:
+                return thread.pending == 0 and not thread.in_callback
+            return thread.pending == 0 or thread.in_callback
         with self._progress:
             return self._progress.wait_for(lambda: all(settled(b) for b in broker_ids), timeout_s)
 

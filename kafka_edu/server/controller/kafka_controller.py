@@ -675,4 +675,5 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
     def await_requests_delivered(self, timeout_s: float = 10) -> bool:
         """Wait until every queued request has been answered, or its broker has proved unreachable."""
         channel = self.channel_manager
-        return channel is None or channel.await_delivered(list(channel.broker_state_info), timeout_s)
+        return channel is None or channel.await_delivered(list(channel.broker_state_info), timeout_s,
+                                                          include_callbacks=True)

@@ -301,16 +301,16 @@ class _Loading:
         if log_range is None:
             log.warning("broker %d has no log for %s-%d", self.broker_id, GROUP_METADATA_TOPIC_NAME, partition)
             return
-        offset, high_watermark = log_range
+        offset, end = log_range
         loaded: dict[str, GroupMetadata] = {}
         removed: set[str] = set()
-        while offset < high_watermark and not self._shutting_down:
+        while offset < end and not self._shutting_down:
             batches = list(self.storage.read(partition, offset, self.config.load_buffer_size).batches())
             if not batches:
                 break
             for batch in batches:
                 for record in batch.records():
-                    if record.offset >= high_watermark:
+                    if record.offset >= end:
                         break
                     self._replay_record(record.key, record.value, loaded, removed)
                 offset = batch.next_offset

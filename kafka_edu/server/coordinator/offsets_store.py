@@ -20,7 +20,7 @@ class OffsetsTopicStore(Protocol):
         """Append as the partition's leader; call `callback(error)` exactly once when acknowledged."""
 
     def log_range(self, partition: int) -> tuple[int, int] | None:
-        """(log start offset, high watermark) of the local replica, or None without a local log."""
+        """(log start offset, load end) of the local replica, or None without a local log."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> MemoryRecords:
         """Whole batches from `offset`, at most `max_bytes` but at least one batch."""

@@ -13,7 +13,8 @@ log = logging.getLogger(__name__)
 
 class ReplicaOffsetsStore:
     """`__consumer_offsets` as the broker serves it: appends take the produce path with the coordinator's
-    acks, and loading reads the local replica only up to its high watermark."""
+    acks, and loading reads the local replica to its log end (Beyond 0.10: 0.10 stops at the high
+    watermark, which on a new leader can still lag the commits its log already holds)."""
 
     def __init__(self, replica_manager, required_acks: int = -1, timeout_ms: int = 5000):
         if required_acks not in (-1, 0, 1):
@@ -45,11 +46,11 @@ class ReplicaOffsetsStore:
 
     def log_range(self, partition: int) -> tuple[int, int] | None:
         replica = self._local_replica(partition)
-        return None if replica is None else (replica.log.log_start_offset, replica.high_watermark)
+        return None if replica is None else (replica.log.log_start_offset, replica.log.log_end_offset)
 
     def read(self, partition: int, offset: int, max_bytes: int) -> MemoryRecords:
         replica = self._local_replica(partition)
         if replica is None:
             raise Errors.NOT_LEADER_OR_FOLLOWER.exception(f"{GROUP_METADATA_TOPIC_NAME}-{partition} has no local log")
-        info = replica.log.read(offset, max_bytes, max_offset=replica.high_watermark, min_one_message=True)
+        info = replica.log.read(offset, max_bytes, min_one_message=True)
         return MemoryRecords(info.records.read_bytes())

@@ -6,6 +6,8 @@ import queue
 import selectors
 import socket
 
+from kafka_edu.common.metrics.metrics import Metrics
+from kafka_edu.common.metrics.selector_metrics import SelectorMetrics
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import InvalidReceiveError, NetworkReceive, TruncatedFrameError
 from kafka_edu.common.network.network_send import Send
@@ -26,7 +28,7 @@ class Processor(AbstractServerThread):
 
     def __init__(self, id: int, time: Time, max_request_size: int, request_channel: RequestChannel,
                  connection_quotas: ConnectionQuotas, connections_max_idle_ms: int,
-                 protocol: str = "PLAINTEXT", broker_id: int = 0):
+                 protocol: str = "PLAINTEXT", broker_id: int = 0, metrics: Metrics | None = None):
         super().__init__(f"kafka-network-thread-{broker_id}-{protocol}-{id}", connection_quotas)
         self.id = id
         self.protocol = protocol
@@ -44,6 +46,8 @@ class Processor(AbstractServerThread):
         self._wakeup = Wakeup()
         self._wakeup.register(self._selector)
         self._wakeup_pending = False    # a wake-up byte is written and not yet drained
+        self._sensors = None if metrics is None else SelectorMetrics(     # 4.9.4; None costs nothing
+            metrics, "socket-server", {"networkProcessor": str(id)}, lambda: len(self._channels))
 
     # --- called from other threads -------------------------------------------------------------
     def accept(self, sock: socket.socket, remote_host: str) -> None:
@@ -93,6 +97,8 @@ class Processor(AbstractServerThread):
                 channel.last_active_ms = self._time.milliseconds()
                 self._channels[connection_id] = channel
                 self._update_interest(channel)
+                if self._sensors is not None:
+                    self._sensors.connection_created(connection_id, channel.last_active_ms)
             except OSError as exc:
                 log.info("%s: could not register a connection from %s: %s", self.name, remote_host, exc)
                 self.close_socket(sock, remote_host)
@@ -118,14 +124,20 @@ class Processor(AbstractServerThread):
                     self._update_interest(channel)      # wait for room; a finished send unmutes below
 
     def _poll(self, timeout_ms: int) -> None:
+        sensors = self._sensors
+        select_start_ns = self._time.nanoseconds() if sensors is not None else 0
         ready = self._selector.select(timeout_ms / 1000)
         now = self._time.milliseconds()
+        io_start_ns = self._time.nanoseconds() if sensors is not None else 0
         for key, events in ready:
             channel = key.data
             if channel is self._wakeup:
                 self._drain_wakeups()
             elif channel.id in self._channels:
                 self._handle_io(channel, events, now)
+        if sensors is not None:
+            sensors.completed((), self._completed_receives, now)
+            sensors.select_and_io(io_start_ns - select_start_ns, self._time.nanoseconds() - io_start_ns, now)
         self._close_idle_connections(now)
 
     def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
@@ -172,12 +184,17 @@ class Processor(AbstractServerThread):
 
     def _process_completed_sends(self) -> None:
         sends, self._completed_sends = self._completed_sends, []
+        if self._sensors is not None and sends:
+            self._sensors.completed(sends, (), self._time.milliseconds())
+        request_metrics = self._request_channel.request_metrics
         for send in sends:
             response = self._inflight_responses.pop(send.destination, None)
             if response is None:
                 log.error("%s: completed a send to %s with no response in flight", self.name, send.destination)
                 continue
             response.request.send_complete_time_ms = self._time.milliseconds()
+            if request_metrics is not None:
+                request_metrics.update(response.request)
             channel = self._channels.get(send.destination)
             if channel is not None:
                 channel.unmute()
@@ -202,6 +219,8 @@ class Processor(AbstractServerThread):
         self._pipelining.discard(connection_id)
         log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
         self.close_socket(channel.socket, channel.remote_host)
+        if self._sensors is not None:
+            self._sensors.connection_closed(self._time.milliseconds())
 
     def _close_all(self) -> None:
         for connection_id in list(self._channels):
@@ -214,6 +233,8 @@ class Processor(AbstractServerThread):
             self.close_socket(sock, remote_host)
         self._selector.close()
         self._wakeup.close()
+        if self._sensors is not None:
+            self._sensors.close()
 
     def _drain_wakeups(self) -> None:
         self._wakeup.drain()

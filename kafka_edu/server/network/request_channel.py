@@ -8,8 +8,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafka_edu.common.metrics.metrics import Metrics
+from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
+from kafka_edu.server.network.request_metrics import RequestMetrics
 
 REQUEST_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: common to all header versions
 
@@ -89,7 +92,8 @@ class Response:
 class RequestChannel:
     """One bounded request queue for all Processors, one response queue per Processor."""
 
-    def __init__(self, num_processors: int, queue_size: int, time: Time = SYSTEM_TIME):
+    def __init__(self, num_processors: int, queue_size: int, time: Time = SYSTEM_TIME,
+                 metrics: Metrics | None = None):
         if num_processors < 1 or queue_size < 1:
             raise ValueError(f"need >= 1 processor and queue size, got {num_processors}, {queue_size}")
         self.num_processors = num_processors
@@ -100,6 +104,13 @@ class RequestChannel:
                                                                      for _ in range(num_processors)]
         self._response_listeners: tuple[Callable[[int], None], ...] = ()
         self._listeners_lock = threading.Lock()     # serialises adders; senders read the tuple as it is
+        self.request_metrics = None if metrics is None else RequestMetrics(metrics)     # 4.9.6
+        if metrics is not None:
+            gauges = KafkaMetricsGroup(metrics, "kafka.network", "RequestChannel")
+            gauges.new_gauge("RequestQueueSize", self.request_queue_size)
+            for processor in range(num_processors):
+                gauges.new_gauge("ResponseQueueSize", lambda p=processor: self.response_queue_size(p),
+                                 {"processor": str(processor)})
 
     def add_response_listener(self, listener: Callable[[int], None]) -> None:
         """`listener(processor_id)` runs after every response enqueued for that Processor."""

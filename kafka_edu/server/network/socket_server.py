@@ -3,6 +3,7 @@
 # %% book/ch4_server/0101_socket_server.ipynb 3659f70f
 import threading
 
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import Acceptor, open_server_socket
@@ -20,9 +21,10 @@ class UnsupportedListenerError(ValueError):
 class SocketServer:
     """Acceptors, Processors and the RequestChannel between them and the handlers."""
 
-    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME):
+    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         self.config = config
         self.time = time
+        self.metrics = metrics
         self.end_points = list(config.listeners)
         for end_point in self.end_points:
             if end_point.protocol not in SUPPORTED_PROTOCOLS:
@@ -31,7 +33,8 @@ class SocketServer:
         self.broker_id = config["broker.id"]
         self.num_processor_threads = config["num.network.threads"]
         self.total_processor_threads = self.num_processor_threads * len(self.end_points)
-        self.request_channel = RequestChannel(self.total_processor_threads, config["queued.max.requests"], time)
+        self.request_channel = RequestChannel(self.total_processor_threads, config["queued.max.requests"], time,
+                                              metrics)
         self.processors: list[Processor] = []
         self.acceptors: dict[str, Acceptor] = {}
         self.connection_quotas = ConnectionQuotas(config["max.connections.per.ip"],
@@ -56,7 +59,7 @@ class SocketServer:
             self.processors.append(Processor(
                 id, self.time, self.config["socket.request.max.bytes"], self.request_channel,
                 self.connection_quotas, self.config["connections.max.idle.ms"],
-                end_point.protocol, self.broker_id))
+                end_point.protocol, self.broker_id, self.metrics))
         acceptor = Acceptor(end_point, server_socket, self.config["socket.send.buffer.bytes"],
                             self.broker_id, self.processors[begin:], self.connection_quotas)
         self.acceptors[end_point.protocol] = acceptor

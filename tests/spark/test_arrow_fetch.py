@@ -1,0 +1,137 @@
+"""Record batches decoded straight into Arrow columns, and the fetch loop of one Spark task:
+data loss after retention, and a broker that goes away in the middle of a range."""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from conftest import BYTES, start_broker
+
+from kafka_edu.clients.admin import ClusterAdmin, NewTopic
+from kafka_edu.clients.producer.kafka_producer import KafkaProducer
+from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.record.compression import CompressionType
+from kafka_edu.common.record.memory_records import MemoryRecordsBuilder
+
+pytestmark = pytest.mark.spark
+pa = pytest.importorskip("pyarrow")
+arrow_records = pytest.importorskip("kafka_edu.spark.arrow_records")
+from kafka_edu.spark.offset_range_reader import DataLossError, OffsetRangeReader  # noqa: E402
+
+
+def built(records, magic=2, compression=CompressionType.NONE, base_offset=0, **kwargs) -> bytes:
+    builder = MemoryRecordsBuilder(magic=magic, compression=compression, base_offset=base_offset, **kwargs)
+    for record in records:
+        builder.append(*record)
+    return bytes(builder.build())
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+def test_v2_batches_decode_into_spark_columns(compression):
+    big = b"v" * 300                                             # a two-byte length varint
+    data = built([(1000, None, b"a"), (1001, b"k1", big), (1003, b"", None, (("h", b"1"), ("n", None)))],
+                 compression=compression, base_offset=10)
+    data += built([(2000, b"k3", b"z" * 9000)], base_offset=13)   # a second batch, a 9000-byte value
+    columns = arrow_records.RecordColumns(include_headers=True)
+    assert columns.add(data) == 14
+    batch = columns.to_arrow("t", 3)
+    assert batch.schema == arrow_records.arrow_schema(True)
+    assert batch.column("key").to_pylist() == [None, b"k1", b"", b"k3"]
+    assert batch.column("value").to_pylist() == [b"a", big, None, b"z" * 9000]
+    assert batch.column("offset").to_pylist() == [10, 11, 12, 13]
+    assert [t.timestamp() for t in batch.column("timestamp").to_pylist()] == [1.0, 1.001, 1.003, 2.0]
+    assert batch.column("topic").to_pylist() == ["t"] * 4 and batch.column("partition").to_pylist() == [3] * 4
+    assert batch.column("headers").to_pylist()[2] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
+    assert batch.column("timestampType").to_pylist() == [0] * 4
+
+
+def test_range_cuts_whole_batches_and_legacy_records_decode_too():
+    data = built([(5, b"k", b"old"), (6, None, b"older")], magic=1, base_offset=0)
+    data += built([(7, None, bytes([i])) for i in range(5)], base_offset=2)
+    columns = arrow_records.RecordColumns()
+    assert columns.add(data) == 7
+    batch = columns.to_arrow("t", 0, start=1, until=5)
+    assert batch.column("offset").to_pylist() == [1, 2, 3, 4]
+    assert batch.column("value").to_pylist() == [b"older", b"\x00", b"\x01", b"\x02"]
+    assert "headers" not in batch.schema.names
+
+
+def test_log_append_time_and_control_batches():
+    data = built([(5, None, b"x"), (9, None, b"y")], timestamp_type=1, log_append_time=77_000)
+    control = built([(5, None, b"\x00\x00\x00\x00")], base_offset=2, producer_id=1, producer_epoch=0,
+                    base_sequence=-1, is_transactional=True, is_control=True)
+    columns = arrow_records.RecordColumns()
+    assert columns.add(data + control) == 3                      # the marker moves the position, adds no row
+    batch = columns.to_arrow("t", 0)
+    assert batch.column("timestampType").to_pylist() == [1, 1]
+    assert [t.timestamp() for t in batch.column("timestamp").to_pylist()] == [77.0, 77.0]
+
+
+def test_reader_reads_exact_ranges(servers, topic, produce):
+    name = topic(2)
+    for group in range(10):                                       # ten batches of five records
+        produce(name, [f"v{i}".encode() for i in range(group * 5, group * 5 + 5)], partition=1)
+    reader = OffsetRangeReader(servers, {"max.partition.fetch.bytes": "200"})    # many small fetches
+    try:
+        batches = list(reader.read_range(TopicPartition(name, 1), 7, 43))
+        assert reader.fetches > 3
+        offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+        assert offsets == list(range(7, 43))
+        assert [v for b in batches for v in b.column("value").to_pylist()] == [f"v{i}".encode() for i in range(7, 43)]
+    finally:
+        reader.close()
+
+
+def test_offsets_lost_to_retention_fail_or_are_skipped(servers, topic, produce, caplog):
+    name = topic(1, segment_bytes=200, retention_bytes=300)
+    produce(name, [b"x" * 40 for _ in range(40)], partition=0)
+    tp = TopicPartition(name, 0)
+    with ClusterAdmin(servers) as admin:
+        deadline = time.monotonic() + 20
+        while (earliest := admin.list_offsets({tp: -2})[tp].offset) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)                                       # retention runs every 200 ms
+    assert earliest > 0
+    reader = OffsetRangeReader(servers)
+    try:
+        with pytest.raises(DataLossError) as e:
+            list(reader.read_range(tp, 0, 40))
+        assert f"Cannot fetch offsets [0, {earliest}) of {name}-0" in str(e.value)
+        assert 'set the source option "failOnDataLoss" to "false"' in str(e.value)
+        with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.offset_range_reader"):
+            batches = list(reader.read_range(tp, 0, 40, fail_on_data_loss=False))
+        assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(earliest, 40))
+        assert f"Cannot fetch offsets [0, {earliest}) of {name}-0" in caplog.text
+    finally:
+        reader.close()
+
+
+def test_broker_down_mid_range_is_retried_without_loss(tmp_path):
+    first = start_broker(tmp_path / "logs")
+    port = first.bound_port()
+    servers = f"127.0.0.1:{port}"
+    with ClusterAdmin(servers) as admin:
+        admin.create_topics([NewTopic("restarting", 1, 1)])
+    with KafkaProducer({"bootstrap.servers": servers, "key.serializer": BYTES, "value.serializer": BYTES}) as p:
+        for i in range(300):
+            p.send("restarting", str(i).encode(), partition=0)
+    reader = OffsetRangeReader(servers, {"max.partition.fetch.bytes": "1000", "retry.backoff.ms": "50"})
+    got, done = [], threading.Event()
+    first.shutdown()                                              # down before and during the read
+
+    def read():
+        for batch in reader.read_range(TopicPartition("restarting", 0), 0, 300):
+            got.extend(batch.column("value").to_pylist())
+        done.set()
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    assert not done.is_set()
+    second = start_broker(tmp_path / "logs", port=port)
+    try:
+        assert done.wait(30), "the reader did not resume after the broker came back"
+        assert got == [str(i).encode() for i in range(300)]
+    finally:
+        reader.close()
+        second.shutdown()

@@ -23,6 +23,7 @@ from kafka_edu.server.admin_manager import AdminManager
 from kafka_edu.server.api.kafka_apis import KafkaApis
 from kafka_edu.server.api.request_handler import KafkaRequestHandlerPool
 from kafka_edu.server.api.group_apis import GroupApis, on_leadership_change
+from kafka_edu.server.api.leader_epoch_apis import LeaderEpochApis
 from kafka_edu.server.broker_states import BrokerState, BrokerStates
 from kafka_edu.server.controller.kafka_controller import KafkaController
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
@@ -252,6 +253,7 @@ class _Lifecycle:
                               self.controller, self.metadata_cache, self.zk_utils, config, self.cluster_id,
                               self.producer_id_manager, self.time)
         GroupApis(self.apis, self.group_coordinator, self.admin_manager, self.metadata_cache).register()
+        LeaderEpochApis(self.apis, self.replica_manager).register()
         self.request_handler_pool = KafkaRequestHandlerPool(self.broker_id, self.socket_server.request_channel,
                                                             self.apis.handle, config["num.io.threads"], self.time)
         self.broker_state.new_state(BrokerStates.RUNNING_AS_BROKER)

@@ -12,7 +12,6 @@ import time
 from _broker_client import BrokerClient, start_broker
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
-from kafka_edu.server.api.leader_epoch_apis import LeaderEpochApis
 from kafka_edu.server.replica.metadata_cache import Broker, PartitionStateInfo
 from kafka_edu.server.replica.partition import PartitionState
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
@@ -52,9 +51,7 @@ class Cluster:
         server = start_broker(self.tmp_path / f"broker{broker_id}", self.zookeeper,
                               **{**self.props, "broker.id": broker_id})
         server.replica_manager.halt = lambda reason, b=broker_id: self.halted.append((b, reason))
-        if self.serve_leader_epochs:        # until KafkaServer registers OffsetsForLeaderEpoch itself
-            LeaderEpochApis(server.apis, server.replica_manager).register()
-        else:                               # a leader that does not serve it (an older broker)
+        if not self.serve_leader_epochs:    # a leader that does not serve it (an older broker)
             server.apis.handlers.pop(ApiKeys.OFFSET_FOR_LEADER_EPOCH, None)
         self.brokers[broker_id] = server
         return server

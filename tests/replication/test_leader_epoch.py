@@ -151,3 +151,14 @@ def test_follower_truncation_rule(make_cluster):
     assert [(t.offset, t.reason) for t in fetcher.truncations] == [
         (0, "the high watermark (no leader epochs to compare)"),                     # when it started: empty log
         (8, "the end of epoch 2"), (5, "the end of epoch 1"), (3, "the high watermark (no leader epochs to compare)")]
+
+
+def test_every_broker_serves_and_advertises_offsets_for_leader_epoch(make_cluster):
+    """KafkaServer registers API key 23 itself; ApiVersions advertises it with our full range."""
+    cluster = make_cluster(2)
+    for broker_id in (0, 1):
+        with cluster.client(broker_id) as client:
+            ranges = {k.api_key: (k.min_version, k.max_version)
+                      for k in client.call(ApiKeys.API_VERSIONS, 2, {}).api_keys}
+        key = ApiKeys.OFFSET_FOR_LEADER_EPOCH
+        assert ranges[key.value] == (key.min_version, key.max_version)

@@ -18,6 +18,7 @@ from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.kafka_server import KafkaServer
+from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 
 ROOT = Path(__file__).resolve().parents[2]
 BYTES = "kafka_edu.clients.producer.serializers.ByteArraySerializer"
@@ -30,10 +31,13 @@ def require_spark() -> None:
     require(shutil.which("java") is not None, "no Java runtime (apt: openjdk-17-jre-headless)")
 
 
-def start_broker(log_dir: Path, port: int = 0, **props) -> KafkaServer:
+def start_broker(log_dir: Path, port: int = 0, embedded_zookeeper: EmbeddedZooKeeper | None = None,
+                 **props) -> KafkaServer:
+    """A broker in this process; pass the same `embedded_zookeeper` to restart one with its data."""
     server = KafkaServer(KafkaConfig({"broker.id": 0, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                                       "log.dirs": str(log_dir), "num.io.threads": 2, "num.network.threads": 2,
-                                      "log.cleaner.enable": "false", **props}))
+                                      "log.cleaner.enable": "false", **props}),
+                         embedded_zookeeper=embedded_zookeeper or EmbeddedZooKeeper())
     server.startup()
     return server
 
@@ -41,7 +45,7 @@ def start_broker(log_dir: Path, port: int = 0, **props) -> KafkaServer:
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     logging.getLogger("kafka_edu").setLevel(logging.WARNING)
-    server = start_broker(tmp_path_factory.mktemp("spark-broker"), **{"log.retention.check.interval.ms": 200})
+    server = start_broker(tmp_path_factory.mktemp("spark-broker"))
     yield server
     server.shutdown()
 

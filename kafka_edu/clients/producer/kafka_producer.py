@@ -21,6 +21,7 @@ from kafka_edu.clients.producer.record_batch import RECORD_SIZE_BOUND, FutureRec
 from kafka_edu.clients.producer.sender import Sender
 from kafka_edu.clients.producer.serializers import ByteArraySerializer, SerializationError, Serializer
 from kafka_edu.common.cluster import Cluster, PartitionInfo, TopicPartition, parse_bootstrap_servers
+from kafka_edu.common.metrics.jmx_reporter import metrics_from_config
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record.compression import CompressionType
@@ -102,12 +103,16 @@ class KafkaProducer:
         if config["enable.idempotence"]:
             acks, retries, max_in_flight = _idempotent_settings(config)
             idempotence = IdempotenceManager()
-        client = NetworkClient(KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time),
+        self.metrics = metrics_from_config(config, "kafka.producer", time)      # 4.9
+        selector = KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time,
+                             metrics=self.metrics, metric_group_prefix="producer",
+                             metric_tags={"client-id": self.client_id})
+        client = NetworkClient(selector,
                                self.metadata, self.client_id, max_in_flight, config["reconnect.backoff.ms"],
                                config["send.buffer.bytes"], config["receive.buffer.bytes"],
                                config["request.timeout.ms"], time)
         self.sender = Sender(client, self.metadata, self.accumulator, max_in_flight == 1, self.max_request_size,
-                             acks, retries, config["request.timeout.ms"], time, idempotence)
+                             acks, retries, config["request.timeout.ms"], time, idempotence, self.metrics)
         self.io_thread = threading.Thread(target=self.sender.run, name=f"{NETWORK_THREAD_PREFIX} | {self.client_id}",
                                           daemon=True)
         self._closed = False
@@ -276,7 +281,8 @@ class KafkaProducer:
                 self.io_thread.join()
         if not self._closed:
             self._closed = True
-            for component in (self.interceptors, self.key_serializer, self.value_serializer, self.partitioner):
+            for component in (self.interceptors, self.key_serializer, self.value_serializer, self.partitioner,
+                              self.metrics):
                 component.close()
             log.debug("kafka producer %s closed", self.client_id)
 

@@ -49,6 +49,12 @@ PRODUCER_CONFIG = (
             "Unanswered requests per broker; 1 keeps order under retries")
     .define("metadata.max.age.ms", Type.LONG, 300000, Range.at_least(0), "low",
             "Refresh metadata at least this often")
+    .define("metric.reporters", Type.LIST, "", importance="low",
+            doc="MetricsReporter classes, besides the JMX-style reporter that is always there")
+    .define("metrics.num.samples", Type.INT, 2, Range.at_least(1), "low",
+            "Samples each windowed metric keeps")
+    .define("metrics.sample.window.ms", Type.LONG, 30000, Range.at_least(1), "low",
+            "Length of one metric sample window")
     .define("reconnect.backoff.ms", Type.LONG, 50, Range.at_least(0), "low",
             "Wait before reconnecting to a broker")
     .define("retry.backoff.ms", Type.LONG, 100, Range.at_least(0), "low",

@@ -9,7 +9,9 @@ from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.clients.producer.idempotence import IdempotenceManager
 from kafka_edu.clients.producer.record_accumulator import NO_DELAY_MS, RecordAccumulator
 from kafka_edu.clients.producer.record_batch import ProducerBatch
+from kafka_edu.clients.producer.sender_metrics import SenderMetrics
 from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record.errors import UnsupportedCompressionTypeError
@@ -37,7 +39,7 @@ class Sender:
     def __init__(self, client: NetworkClient, metadata: Metadata, accumulator: RecordAccumulator,
                  guarantee_message_order: bool = False, max_request_size: int = 1024 * 1024, acks: int = 1,
                  retries: int = 0, request_timeout_ms: int = 30_000, time: Time = SYSTEM_TIME,
-                 idempotence: IdempotenceManager | None = None):
+                 idempotence: IdempotenceManager | None = None, metrics: Metrics | None = None):
         self.client = client
         self.idempotence = idempotence          # Beyond 0.10: see the end of this section
         self.metadata = metadata
@@ -51,6 +53,7 @@ class Sender:
         self.forced_close = False
         self._wakeup_pending = False
         self._time = time
+        self.sensors = None if metrics is None else SenderMetrics(metrics, client, metadata, time)   # see below
 
     # --- the thread ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -119,6 +122,10 @@ class Sender:
                         self.idempotence.stamp(batch)
         for batch in self.accumulator.abort_expired_batches(self.request_timeout_ms, now):
             self._forget_sequences_after(batch)
+            if self.sensors is not None:
+                self.sensors.record_errors(batch.topic_partition.topic, batch.record_count, now)
+        if self.sensors is not None:
+            self.sensors.update_produce_request_metrics(batches, now)
         for node_id, node_batches in batches.items():
             request = self._produce_request(str(node_id), node_batches, now)
             if request is not None:
@@ -172,6 +179,8 @@ class Sender:
     def _handle_produce_response(self, response: ClientResponse,
                                  batches: dict[TopicPartition, ProducerBatch]) -> None:
         now, correlation_id = response.received_ms, response.request.correlation_id
+        if self.sensors is not None:
+            self.sensors.record_response(response)
         if response.disconnected:
             log.debug("request %s to node %s was cut off by a disconnection", correlation_id, response.destination)
             for batch in batches.values():
@@ -193,6 +202,8 @@ class Sender:
             log.warning("produce response %s for %s: %s; retrying (%d attempts left)", correlation_id, tp,
                         error.name, self.retries - batch.attempts - 1)
             self.accumulator.reenqueue(batch, now)
+            if self.sensors is not None:
+                self.sensors.record_retries(tp.topic, batch.record_count, now)
         elif error is Errors.NONE or error is Errors.DUPLICATE_SEQUENCE_NUMBER:   # a duplicate: already written
             self._finish(batch, base_offset, log_append_time, None)
         elif error is Errors.TOPIC_AUTHORIZATION_FAILED:
@@ -213,6 +224,8 @@ class Sender:
         self.accumulator.deallocate(batch)
         if error is not None:
             self._forget_sequences_after(batch)
+            if self.sensors is not None:
+                self.sensors.record_errors(batch.topic_partition.topic, batch.record_count, self._time.milliseconds())
 
     # --- Beyond 0.10: the idempotent producer -------------------------------------------------
     def _maybe_request_producer_id(self, now: int) -> None:

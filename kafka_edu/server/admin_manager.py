@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
+from kafka_edu.server.admin_utils import AdminOperationError as AdminError
+from kafka_edu.server.admin_utils import RackAwareMode, assign_added_partitions, assign_replicas_to_brokers
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.log.log_config import LogConfig
@@ -22,15 +24,6 @@ log = logging.getLogger(__name__)
 MAX_NAME_LENGTH = 249
 LEGAL_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-
-
-class AdminError(Exception):
-    """A refused admin request: the protocol error and a message for the client."""
-
-    def __init__(self, error: Errors, message: str):
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 def validate_topic_name(topic: str) -> None:
@@ -50,36 +43,6 @@ def validate_topic_name(topic: str) -> None:
 def collides(a: str, b: str) -> bool:
     """Would the two topics get the same metric names (`.` and `_` are the same there)?"""
     return a != b and a.replace(".", "_") == b.replace(".", "_")
-
-
-def assign_replicas_to_brokers(broker_list: list[int], n_partitions: int, replication_factor: int,
-                               fixed_start_index: int = -1, start_partition_id: int = -1,
-                               rand: random.Random | None = None) -> dict[int, list[int]]:
-    """Kafka's rack-unaware placement: partition -> replicas, the first being the preferred leader."""
-    if n_partitions <= 0:
-        raise AdminError(Errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise AdminError(Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-    n = len(broker_list)
-    if replication_factor > n:
-        raise AdminError(Errors.INVALID_REPLICATION_FACTOR,
-                         f"Replication factor: {replication_factor} larger than available brokers: {n}.")
-    rand = rand or random.Random()
-    start_index = fixed_start_index if fixed_start_index >= 0 else rand.randrange(n)
-    next_replica_shift = fixed_start_index if fixed_start_index >= 0 else rand.randrange(n)
-    current = max(0, start_partition_id)
-    assignment = {}
-    for _ in range(n_partitions):
-        if current > 0 and current % n == 0:
-            next_replica_shift += 1
-        first = (current + start_index) % n
-        replicas = [broker_list[first]]
-        for j in range(replication_factor - 1):
-            shift = 1 + (next_replica_shift + j) % (n - 1)
-            replicas.append(broker_list[(first + shift) % n])
-        assignment[current] = replicas
-        current += 1
-    return assignment
 
 
 # %% book/ch4_server/0609_admin_manager.ipynb 1f46ddb4
@@ -223,7 +186,9 @@ class _TopicCommands:
         partitions = topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
         factor = (topic.replication_factor if topic.replication_factor != -1
                   else self.config["default.replication.factor"])
-        return assign_replicas_to_brokers(self._alive_brokers(), partitions, factor, rand=self.rand), configs
+        assignment = assign_replicas_to_brokers(self.zk_utils.get_all_brokers_in_cluster(), partitions, factor,
+                                                rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
+        return assignment, configs
 
     def create_topics(self, timeout_ms: int, validate_only: bool, topics: list[NewTopic],
                       response_callback: Callable[[TopicResults], None]) -> None:
@@ -253,7 +218,8 @@ class _TopicCommands:
                            "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
             else:
                 partitions, factor, configs = self.config["num.partitions"], self.config["default.replication.factor"], {}
-            assignment = assign_replicas_to_brokers(self._alive_brokers(), partitions, factor, rand=self.rand)
+            assignment = assign_replicas_to_brokers(self.zk_utils.get_all_brokers_in_cluster(), partitions, factor,
+                                                    rack_aware_mode=RackAwareMode.SAFE, rand=self.rand)
             self._write_new_topic(topic, assignment, configs)
             log.info("auto-created topic %s with %d partition(s)", topic, partitions)
         except AdminError as exc:
@@ -317,9 +283,8 @@ class _TopicCommands:
                                  f"{len(request.assignments)} assignments provided.")
             given = {old + i: list(r) for i, r in enumerate(request.assignments)}
             return self._validate_assignment(given, old, factor)
-        brokers = self._alive_brokers()
-        start = next((i for i, b in enumerate(brokers) if b >= existing[0][0]), 0)
-        return assign_replicas_to_brokers(brokers, request.count - old, factor, start, old)
+        return assign_added_partitions(self.zk_utils.get_all_brokers_in_cluster(), existing, request.count,
+                                       rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
 
 
 class AdminManager(_TopicCommands, _AdminManagerCore):

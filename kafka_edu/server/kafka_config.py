@@ -18,6 +18,8 @@ BROKER_KEYS = {
         ("broker.id", INT, -1, None, "Unique id of this broker; -1 asks for a generated one."),
         ("broker.id.generation.enable", BOOL, True, None, "Generate an id when broker.id is -1."),
         ("reserved.broker.max.id", INT, 1000, AT_LEAST_0, "Generated ids start above this."),
+        ("broker.rack", STR, None, None,
+         "Rack of the broker. This will be used in rack aware replication assignment for fault tolerance."),
         ("zookeeper.connect", STR, None, None,
          "host:port[,host:port][/chroot]; unset runs on the embedded backend (kafka-edu only)."),
         ("zookeeper.session.timeout.ms", INT, 6000, None, "ZooKeeper session timeout."),
@@ -101,6 +103,9 @@ BROKER_KEYS = {
         ("replica.socket.receive.buffer.bytes", INT, 65536, None, "SO_RCVBUF of follower fetches."),
         ("min.insync.replicas", INT, 1, AT_LEAST_1, "ISR size needed for acks=-1."),
         ("unclean.leader.election.enable", BOOL, True, None, "Elect out-of-ISR replicas (true in 0.10)."),
+        ("inter.broker.protocol.version", STR, "0.11.0", None,
+         "Protocol brokers speak to each other; below 0.11.0 followers truncate to the high watermark as 0.10 "
+         "did (Beyond 0.10: leader epochs, KIP-101)."),
     ],
     "4.6 Controller": [
         ("controller.socket.timeout.ms", INT, 30000, None, "Socket timeout of controller requests."),
@@ -187,13 +192,18 @@ def parse_listeners(name: str, value: str) -> list[EndPoint]:
     return endpoints
 
 
-def message_format_magic(name: str, version: str) -> int:
-    """0.8.x/0.9.x store magic 0, 0.10.x magic 1, 0.11.0 and later record batch v2."""
-    parts = version.split(".")
+def kafka_version(name: str, version: str) -> tuple[int, int]:
+    """(major, minor) of a version key's value: "0.10.0", "0.11.0-IV2", "2.8"."""
+    parts = version.split("-")[0].split(".")
     try:
-        major, minor = int(parts[0]), int(parts[1].split("-")[0]) if len(parts) > 1 else 0
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
         raise ConfigException(name, version, "not a Kafka version such as 0.10.0 or 2.8") from None
+
+
+def message_format_magic(name: str, version: str) -> int:
+    """0.8.x/0.9.x store magic 0, 0.10.x magic 1, 0.11.0 and later record batch v2."""
+    major, minor = kafka_version(name, version)
     if (major, minor) < (0, 8):
         raise ConfigException(name, version, "formats older than 0.8 are not supported")
     if (major, minor) < (0, 10):
@@ -216,6 +226,8 @@ class KafkaConfig:
         self.log_dirs = [d.strip() for d in (v["log.dirs"] or v["log.dir"]).split(",") if d.strip()]
         self.message_format_magic = message_format_magic("log.message.format.version",
                                                          v["log.message.format.version"])
+        self.inter_broker_protocol_version = kafka_version("inter.broker.protocol.version",
+                                                           v["inter.broker.protocol.version"])
         if v["replica.fetch.wait.max.ms"] >= v["replica.lag.time.max.ms"]:
             raise ConfigException("replica.fetch.wait.max.ms", v["replica.fetch.wait.max.ms"],
                                   "must be less than replica.lag.time.max.ms")

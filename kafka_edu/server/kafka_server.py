@@ -321,7 +321,7 @@ class _Identity:
         plaintext = next((e for e in endpoints if e.startswith("PLAINTEXT://")), None)
         host, port = (plaintext.rsplit("//", 1)[1].rsplit(":", 1) if plaintext else (None, "-1"))
         try:
-            self.zk_utils.register_broker(self.broker_id, host, int(port), endpoints)
+            self.zk_utils.register_broker(self.broker_id, host, int(port), endpoints, rack=self.config["broker.rack"])
         except NodeExistsError:
             stat = self.zk_client.exists(broker_path(self.broker_id))
             if stat is None or stat.ephemeral_owner != self.zk_client.session_id:
@@ -477,17 +477,6 @@ class _ControlledShutdown:
 
 
 # %% book/ch4_server/0002_kafka_server.ipynb 10d3f3ca
-def _halt_log_manager(log_manager: LogManager) -> None:
-    """What a killed process leaves of its logs: files closed as they are, no checkpoint, no marker."""
-    if log_manager.cleaner is not None:
-        log_manager.cleaner.shutdown()
-    for log_ in log_manager.all_logs():
-        log_.close()
-    for fd in log_manager._dir_locks:   # closing the descriptor releases the flock, as process exit does
-        os.close(fd)
-    log_manager._dir_locks = []
-
-
 class _Kill:
     """A hard kill for in-process clusters (mixin of `KafkaServer`; Beyond 0.10)."""
 
@@ -507,7 +496,7 @@ class _Kill:
                      ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
                      ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
                      ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
-                     ("the log files", self.log_manager, _halt_log_manager)]
+                     ("the log files", self.log_manager, lambda m: m.halt())]
             for what, component, stop in steps:
                 if component is not None:
                     _swallow(what, lambda c=component, s=stop: s(c))

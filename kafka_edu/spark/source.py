@@ -175,15 +175,16 @@ def _quietly(start, log_path: Path):
             os.close(saved[1])
 
 
-def spark_session(app_name: str = "kafka-edu", master: str = "local[2]", local_dir: str | Path = "_build/spark-local",
-                  **conf):
+def spark_session(app_name: str = "kafka-edu", master: str | None = "local[2]",
+                  local_dir: str | Path = "_build/spark-local", **conf):
     """A SparkSession with the UI off, scratch space and the JVM's log in `local_dir`, UTC, and
     `kafka_edu` registered."""
     from pyspark.sql import SparkSession
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     Path(local_dir).mkdir(parents=True, exist_ok=True)
-    builder = (SparkSession.builder.master(master).appName(app_name).config("spark.ui.enabled", "false")
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)  # None: spark-submit's
+    builder = (builder.appName(app_name).config("spark.ui.enabled", "false")
                .config("spark.local.dir", str(Path(local_dir).resolve())).config("spark.driver.memory", "1g")
                .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))
     for key, value in conf.items():

@@ -12,7 +12,7 @@ def micro_batches_figure(progress: list[dict], title: str = "offset ranges per m
     batches = []
     for p in progress:
         source = p["sources"][0]
-        start, end = (json.loads(o) if isinstance(o, str) else o for o in (source["startOffset"], source["endOffset"]))
+        start, end = (json.loads(o) if isinstance(o, str) else (o or {}) for o in (source["startOffset"], source["endOffset"]))
         ranges = {(t, int(q)): (start.get(t, {}).get(q, 0), o) for t, ps in end.items() for q, o in ps.items()}
         batches.append((p["batchId"], ranges))
     keys = sorted({k for _, ranges in batches for k in ranges})

@@ -2,6 +2,8 @@
 partition state znode, producing acknowledged records and reading a partition back, all over sockets."""
 from __future__ import annotations
 
+import threading
+
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.consumer.kafka_consumer import KafkaConsumer
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
@@ -60,3 +62,51 @@ def consume(cluster, topic: str, count: int, partition: int = 0, timeout_s: floa
         return values
     finally:
         consumer.close()
+
+
+class BackgroundProducer:
+    """A thread sending one record every few milliseconds, round robin over `partitions`, with
+    acks=all and endless retries; `acknowledged` maps each partition to the values the cluster acked."""
+
+    def __init__(self, cluster, topic: str, partitions: list[int], interval_s: float = 0.005):
+        self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
+        self.producer = KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                       "retries": 1_000_000, "retry.backoff.ms": 50, "metadata.max.age.ms": 1000,
+                                       "max.in.flight.requests.per.connection": 1, "request.timeout.ms": 20_000,
+                                       "key.serializer": STRING_SERIALIZER, "value.serializer": STRING_SERIALIZER})
+        self.acknowledged: dict[int, list[str]] = {p: [] for p in partitions}
+        self.failed: list[tuple[int, str, Exception]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"acceptance-producer-{topic}", daemon=True)
+
+    def __enter__(self) -> "BackgroundProducer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(self.interval_s):
+            partition, value = self.partitions[i % len(self.partitions)], f"v{i}"
+            self.producer.send(self.topic, value, partition=partition,
+                               callback=lambda metadata, error, p=partition, v=value:
+                               self.failed.append((p, v, error)) if error else self.acknowledged[p].append(v))
+            i += 1
+
+    def count(self) -> int:
+        return sum(len(values) for values in self.acknowledged.values())
+
+    def progressing(self, cluster, records: int = 30) -> bool:
+        """Wait until `records` more records were acknowledged."""
+        target = self.count() + records
+        cluster.wait_until(lambda: self.count() >= target, what=f"{records} more acknowledgements")
+        return True
+
+    def stop(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+            self.producer.flush()
+            self.producer.close()

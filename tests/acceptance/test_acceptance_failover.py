@@ -3,6 +3,7 @@ managers and the fetchers together, driven only through sockets (admin, producer
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from _acceptance import consume, create_topic, produce, state
@@ -38,15 +39,17 @@ def leader_error(cluster, broker_id: int, topic: str) -> int:
         return answer.partitions[0].error_code if answer.partitions else answer.error_code
 
 
-def _lose_both_replicas(cluster, topic: str, unclean: bool) -> list[str]:
-    """Brokers 1 (leader) and 2 hold `topic`; 2 dies, 1 takes 10 more records alone, then dies;
-    2 comes back alone. Returns the values broker 2 holds (the first 10)."""
-    create_topic(cluster, topic, {0: [1, 2]}, **{"unclean.leader.election.enable": str(unclean).lower()})
+def _lose_both_replicas(cluster, topic: str, unclean: bool | None, before_leader_dies=lambda: None) -> list[str]:
+    """Brokers 1 (leader) and 2 hold `topic` (unclean election overridden for it unless None); 2 dies,
+    1 takes 10 more records alone, then dies; 2 comes back alone. Returns the values broker 2 holds."""
+    overrides = {} if unclean is None else {"unclean.leader.election.enable": str(unclean).lower()}
+    create_topic(cluster, topic, {0: [1, 2]}, **overrides)
     both = [f"both-{i}" for i in range(10)]
     assert produce(cluster, topic, both) == list(range(10))
     cluster.kill(2)
     cluster.wait_until(lambda: state(cluster, topic)[2] == [1], what="broker 2 out of the ISR")
     assert produce(cluster, topic, [f"alone-{i}" for i in range(10)]) == list(range(10, 20))
+    before_leader_dies()
     cluster.kill(1)
     cluster.restart(2)
     return both
@@ -101,10 +104,11 @@ def test_T11_unclean_election_and_the_returning_leader_truncates(make_cluster, p
                                             what="broker 2 elected uncleanly")
     assert isr == [2] and selector.unclean_elections == before + 1
     cluster.restart(1)
-    cluster.wait_until(lambda: state(cluster, "t11")[2] == [1, 2] or state(cluster, "t11")[2] == [2, 1],
-                       what="broker 1 back in the ISR")
+    cluster.wait_until(lambda: sorted(state(cluster, "t11")[2]) == [1, 2], what="broker 1 back in the ISR")
     assert leo(cluster, 1, "t11") == 10 and state(cluster, "t11")[:2] == (2, epoch)
     assert consume(cluster, "t11", 10) == both                    # broker 1's ten lone records are gone
+    asked = cluster.broker(2).apis.request_counts[ApiKeys.OFFSET_FOR_LEADER_EPOCH]
+    assert (asked > 0) == (protocol != "0.10.0")                   # 0.10.0: out of range, then the leader's end
     epochs = [[(e.epoch, e.start_offset) for e in
                cluster.broker(b).replica_manager.get_partition(("t11", 0)).local_replica.epochs.entries()]
               for b in (1, 2)]
@@ -158,3 +162,23 @@ def test_T21_restarted_broker_gets_all_metadata_first_then_follows_and_rejoins(m
         partition = replica_manager.get_partition(("t21", p))
         assert not partition.is_leader and partition.leader_replica_id == state(cluster, "t21", p)[0]
         assert partition.local_replica.log_end_offset == 100
+
+
+def test_T11_a_returning_broker_whose_own_setting_forbids_unclean_election_halts(make_cluster):
+    """The controller (broker 0, default true) elects broker 2 uncleanly; broker 1's own configuration
+    says false and the topic has no override, so on finding the leader's log shorter than its own it
+    halts (Kafka's System.exit(1); a hard kill of that broker here) instead of truncating."""
+    cluster = make_cluster(3, broker_overrides={1: {"unclean.leader.election.enable": "false"}},
+                           **{"inter.broker.protocol.version": "0.10.0",
+                              "replica.high.watermark.checkpoint.interval.ms": 100})
+    checkpoint = Path(cluster.config(1).log_dirs[0]) / "replication-offset-checkpoint"
+    # broker 1 must come back knowing its high watermark was 20: then it fetches from 20, not from a
+    # stale checkpointed 10 (the 0.10 case where it would truncate silently instead)
+    _lose_both_replicas(cluster, "t11h", unclean=None, before_leader_dies=lambda: cluster.wait_until(
+        lambda: checkpoint.exists() and "t11h 0 20" in checkpoint.read_text(), what="broker 1's checkpointed HW"))
+    cluster.wait_until(lambda: state(cluster, "t11h")[0] == 2, what="broker 2 elected uncleanly")
+    cluster.restart(1)
+    cluster.wait_until(lambda: 1 in cluster.halted, what="broker 1 halting")
+    assert "unclean leader election is disabled" in cluster.halted[1]
+    cluster.wait_until(lambda: 1 not in cluster.live_brokers, what="broker 1 gone")
+    assert leo(cluster, 1, "t11h") == 20                          # nothing thrown away

@@ -21,7 +21,9 @@ SERVED = {ApiKeys.PRODUCE: (0, 8), ApiKeys.FETCH: (0, 11), ApiKeys.LIST_OFFSETS:
           ApiKeys.OFFSET_COMMIT: (0, 7), ApiKeys.OFFSET_FETCH: (0, 5), ApiKeys.FIND_COORDINATOR: (0, 2),
           ApiKeys.JOIN_GROUP: (0, 5), ApiKeys.HEARTBEAT: (0, 3), ApiKeys.LEAVE_GROUP: (0, 3),
           ApiKeys.SYNC_GROUP: (0, 3), ApiKeys.DESCRIBE_GROUPS: (0, 4), ApiKeys.LIST_GROUPS: (0, 2),
-          ApiKeys.DELETE_GROUPS: (0, 1)}   # Beyond 0.10 and beyond DESIGN.md's list (Kafka 1.1)
+          ApiKeys.DELETE_GROUPS: (0, 1),   # Beyond 0.10 and beyond DESIGN.md's list (Kafka 1.1)
+          # leader epochs between brokers (Beyond 0.10: KIP-101, 4.5)
+          ApiKeys.OFFSET_FOR_LEADER_EPOCH: (0, 3)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

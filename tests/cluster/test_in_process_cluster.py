@@ -45,8 +45,8 @@ def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
     log_dir = victim.config.log_dirs[0]
     assert not os.path.exists(os.path.join(log_dir, ".kafka_cleanshutdown"))
     cluster.wait_until(lambda: leader(cluster, "k", 2) == 0, what="k-2's leader moving to broker 0")
-    # the controller takes it out of the ISRs; a fetch it sent just before dying can still reach a leader
-    # afterwards and put it back (0.10 has that race), until the leader's ISR expiry drops it for good
+    # the controller takes it out of the ISRs; a fetch it sent just before dying that reaches a leader
+    # afterwards does not put it back (Beyond 0.10: it is not alive, and its fetch's leader epoch has ended)
     cluster.wait_until(lambda: all(2 not in cluster.partition_state("k", p).leader_and_isr.isr for p in range(3)),
                        what="broker 2 out of every ISR")
 

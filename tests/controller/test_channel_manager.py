@@ -9,6 +9,7 @@ import pytest
 from _controller_cluster import CLUSTER_DEFAULTS
 from external import free_port, wait_for
 
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.server.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
 from kafka_edu.server.controller.controller_context import ControllerContext
@@ -71,6 +72,44 @@ def test_an_unreachable_broker_delays_nobody_else(tmp_path, channel):
         channel.send_request(9, ApiKeys.API_VERSIONS, 0, {})          # a removed broker: dropped quietly
     finally:
         server.shutdown()
+
+
+def test_each_channel_has_selector_metrics_tagged_with_its_broker(tmp_path):
+    """T30 (controller part): group controller-channel-metrics, tag broker-id, gone with the broker;
+    a broker removed and added straight back gets its metrics again, without a name clash."""
+    registry = Metrics()
+    channel = ControllerChannelManager(7, KafkaConfig({"broker.id": 7, "log.dirs": "/unused"}), metrics=registry)
+    server = server_on(tmp_path, 0)
+
+    def by_broker():
+        found: dict[str, dict[str, float]] = {}
+        for name, metric in registry.metrics().items():
+            if name.group == "controller-channel-metrics":
+                found.setdefault(name.tags["broker-id"], {})[name.name] = metric.value()
+        return found
+
+    try:
+        channel.add_broker(broker(0, server.bound_port()))
+        channel.add_broker(broker(9, free_port()))
+        answers: queue.Queue = queue.Queue()
+        channel.send_request(0, ApiKeys.API_VERSIONS, 0, {}, answers.put)
+        answers.get(timeout=10)
+        metrics = by_broker()
+        assert sorted(metrics) == ["0", "9"]
+        assert metrics["0"]["connection-count"] == 1 and metrics["0"]["request-size-max"] > 0
+        assert metrics["9"]["connection-count"] == 0
+        assert not any(n.group == "controller-channel-node-metrics" for n in registry.metrics())
+        channel.remove_broker(9)
+        wait_for(lambda: "9" not in by_broker(), what="broker 9's metrics removed")
+        channel.remove_broker(0)
+        channel.add_broker(broker(0, server.bound_port()))
+        channel.send_request(0, ApiKeys.API_VERSIONS, 0, {}, answers.put)
+        answers.get(timeout=10)
+        assert sorted(by_broker()) == ["0"] and by_broker()["0"]["connection-count"] == 1
+    finally:
+        channel.shutdown()
+        server.shutdown()
+    assert by_broker() == {}
 
 
 class RecordingChannel:

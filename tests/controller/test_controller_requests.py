@@ -2,9 +2,11 @@
 UpdateMetadata, ControlledShutdown, and malformed requests that must not harm the broker."""
 from __future__ import annotations
 
+import struct
+
 import pytest
 from _controller_cluster import Cluster
-from blocking_client import CodecConnection
+from blocking_client import CodecConnection, FrameConnection
 from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
@@ -97,3 +99,29 @@ def test_controlled_shutdown_of_unknown_broker_and_truncated_frame(broker, clien
         assert other.closed_by_peer(timeout=10)
     assert client.call(ApiKeys.CONTROLLED_SHUTDOWN, 1, {"broker_id": 0}).error_code == 0
     assert client.call(ApiKeys.API_VERSIONS, 0, {}).error_code == 0
+
+
+def test_controlled_shutdown_v0_has_no_client_id(tmp_path):
+    """ControlledShutdown v0 (0.8's header: no client id) over a raw socket: leaderships that can move
+    do, and the v0 response lists, in its own layout, the partition that cannot (no other ISR member)."""
+    cluster = Cluster(tmp_path, size=2)
+    try:
+        controller = cluster.controller()
+        leaving = 1 - controller.broker_id
+        cluster.zk_utils.create_topic_assignment("cs0", {0: [leaving, controller.broker_id], 1: [leaving, 99]})
+        wait_for(lambda: all(cluster.zk_utils.get_leader_and_isr("cs0", p) is not None for p in (0, 1)),
+                 what="cs0's partitions")
+        with FrameConnection(controller.bound_port()) as raw:
+            raw.send_frame(struct.pack(">hhii", ApiKeys.CONTROLLED_SHUTDOWN, 0, 4242, leaving))
+            frame = raw.receive_frame()
+        correlation_id, error_code, count = struct.unpack_from(">ihi", frame)
+        (length,) = struct.unpack_from(">h", frame, 10)
+        topic = frame[12:12 + length].decode()
+        (partition,) = struct.unpack_from(">i", frame, 12 + length)
+        assert (correlation_id, error_code, count, topic, partition) == (4242, 0, 1, "cs0", 1)
+        assert len(frame) == 12 + length + 4
+        assert cluster.zk_utils.get_leader_and_isr("cs0", 0).leader_and_isr.leader == controller.broker_id
+        assert cluster.zk_utils.get_leader_and_isr("cs0", 1).leader_and_isr.leader == leaving
+        assert controller.controller.context.shutting_down_broker_ids == {leaving}
+    finally:
+        cluster.shutdown()

@@ -34,8 +34,7 @@ def bench():
     config = KafkaConfig({"broker.id": 0, "log.dirs": "/unused"})
     zk_utils = ZkUtils(EmbeddedZooKeeper().connect())
     zk_utils.setup_common_paths()
-    controller = KafkaController(config, zk_utils, SimpleNamespace(default_log_config=broker_default_log_config(config)),
-                                 None)
+    controller = KafkaController(config, zk_utils, SimpleNamespace(default_log_config=broker_default_log_config(config)))
     controller.context.epoch = 3
     controller.context.set_live_brokers(Broker(i, (EndPoint("PLAINTEXT", "h", 9092 + i),)) for i in range(3))
     controller.context.partition_replica_assignment = {("t", 0): [0, 1, 2]}

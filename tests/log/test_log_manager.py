@@ -46,9 +46,7 @@ def test_14_unclean_start_passes_through_recovering_state(tmp_path, clock):
     state = BrokerState()
     manager = manager_for([tmp_path / "d"], clock, state=state)
     fill(manager.create_log("test", 0), 50)
-    # no shutdown(): a crash
-    for fd in manager._dir_locks:
-        os.close(fd)
+    manager.halt()                          # no shutdown(): a crash
     state = BrokerState()
     restarted = manager_for([tmp_path / "d"], clock, state=state)
     assert BrokerStates.RECOVERING_FROM_UNCLEAN_SHUTDOWN in state.history
@@ -79,6 +77,28 @@ def test_16_clean_shutdown_skips_recovery(tmp_path, clock, monkeypatch):
         assert log.recovery_point == log.log_end_offset == ends[log.topic_partition]
     for d in dirs:
         assert not (d / ".kafka_cleanshutdown").exists()
+    restarted.shutdown()
+
+
+def test_halt_leaves_no_marker_no_fresh_checkpoint_and_releases_the_locks(tmp_path, clock):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = manager_for(dirs, clock)
+    logs = [manager.create_log("h", partition) for partition in range(2)]
+    for log in logs:
+        fill(log, 20)
+        log.flush()
+    manager.checkpoint_recovery_point_offsets()
+    for log in logs:
+        fill(log, 30)
+        log.flush()                         # recovery point 50 in memory, 20 on disk
+    manager.halt()
+    for d in dirs:
+        assert not (d / ".kafka_cleanshutdown").exists()
+        assert set(OffsetCheckpoint(str(d / "recovery-point-offset-checkpoint")).read().values()) == {20}
+    state = BrokerState()
+    restarted = manager_for(dirs, clock, state=state)      # the locks are free: no KafkaStorageError
+    assert BrokerStates.RECOVERING_FROM_UNCLEAN_SHUTDOWN in state.history
+    assert sorted(lg.log_end_offset for lg in restarted.all_logs()) == [50, 50]
     restarted.shutdown()
 
 

@@ -87,7 +87,7 @@ def test_reader_reads_exact_ranges(servers, topic, produce):
 
 def test_offsets_lost_to_retention_fail_or_are_skipped(broker, servers, topic, produce, caplog):
     name = topic(1, segment_bytes=200, retention_bytes=300)
-    for i in range(40):                                           # one batch each: segments roll often
+    for _ in range(40):                                           # one batch each: segments roll often
         produce(name, [b"x" * 40], partition=0)
     tp = TopicPartition(name, 0)
     assert broker.log_manager.cleanup_logs() > 0                  # what the retention task does

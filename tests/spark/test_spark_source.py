@@ -117,7 +117,7 @@ def test_fail_on_data_loss(spark, broker, servers, topic, produce):
     start = json.dumps({name: {"0": 0}})
     planned = reader(spark, servers, subscribe=name, startingOffsets=start).load()
     broker.log_manager.cleanup_logs()                  # retention deletes offsets after the plan was made
-    assert f"Cannot fetch offsets [0, " in first_error(planned.count)
+    assert "Cannot fetch offsets [0, " in first_error(planned.count)
     assert f"of {name}-0" in first_error(planned.count)
     from kafka_edu.clients.admin import ClusterAdmin
     with ClusterAdmin(servers) as admin:

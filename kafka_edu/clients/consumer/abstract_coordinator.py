@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 from kafka_edu.clients.consumer.consumer_network_client import (ConsumerNetworkClient, DisconnectException,
                                                                  RequestFuture, synchronized)
+from kafka_edu.clients.consumer.coordinator_metrics import CoordinatorMetrics
 from kafka_edu.common.cluster import Node
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -78,7 +80,7 @@ class AbstractCoordinator:
 
     def __init__(self, client: ConsumerNetworkClient, group_id: str, session_timeout_ms: int = 10_000,
                  heartbeat_interval_ms: int = 3_000, rebalance_timeout_ms: int = 300_000,
-                 retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME):
+                 retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         if not group_id:
             raise ValueError("group.id is required for group management")
         self.client, self.group_id, self.time = client, group_id, time
@@ -95,6 +97,8 @@ class AbstractCoordinator:
         self.rejoin_needed = True
         self.needs_join_prepare = True
         self.events: deque[tuple[str, str]] = deque(maxlen=200)   # (step, detail): the rebalance history
+        self.sensors = None if metrics is None else CoordinatorMetrics(metrics, client.client.client_id,
+                                                                       self.heartbeat, time)   # 4.9
 
     # --- what subclasses provide --------------------------------------------------------------
     def protocol_metadata(self) -> list[tuple[str, bytes]]:
@@ -122,8 +126,11 @@ class AbstractCoordinator:
                              api_version: int | None = None) -> RequestFuture:
         """Send; `handle(response, future)` reads the answer; a disconnect also forgets the coordinator."""
         result = RequestFuture()
+        sent_ms = self.time.milliseconds()
 
         def on_success(response):
+            if self.sensors is not None:
+                self.sensors.record_response(api, self.time.milliseconds() - sent_ms, self.time.milliseconds())
             try:
                 handle(response, result)
             except Exception as error:                      # a bug in a handler must not vanish

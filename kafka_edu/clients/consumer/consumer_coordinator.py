@@ -11,6 +11,7 @@ from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkCl
 from kafka_edu.clients.consumer.subscription_state import OffsetAndMetadata, SubscriptionState, SubscriptionType
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.common.cluster import Cluster, TopicPartition
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocol
 from kafka_edu.common.protocol.errors import Errors, KafkaError
@@ -38,9 +39,9 @@ class ConsumerCoordinator(AbstractCoordinator):
                  session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
                  rebalance_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
                  auto_commit_enabled: bool = True, auto_commit_interval_ms: int = 5_000,
-                 exclude_internal_topics: bool = True, time: Time = SYSTEM_TIME):
+                 exclude_internal_topics: bool = True, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         super().__init__(client, group_id, session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms,
-                         retry_backoff_ms, time)
+                         retry_backoff_ms, time, metrics)
         self.subscriptions, self.metadata = subscriptions, metadata
         self.assignors = assignors or [RangeAssignor()]
         self.auto_commit_enabled, self.auto_commit_interval_ms = auto_commit_enabled, auto_commit_interval_ms
@@ -49,6 +50,8 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.assignment_snapshot: dict[str, int] | None = None
         self.completed_offset_commits: deque[Callable[[], None]] = deque()   # user callbacks, for poll()
         metadata.add_listener(self._on_metadata_update)
+        if self.sensors is not None:
+            self.sensors.add_assigned_partitions(lambda: len(subscriptions.assigned_partitions()))
         if auto_commit_enabled:
             client.schedule(self._auto_commit_task, time.milliseconds() + auto_commit_interval_ms)
 

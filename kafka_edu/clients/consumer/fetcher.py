@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, RequestFuture
+from kafka_edu.clients.consumer.fetcher_metrics import FetchManagerMetrics
 from kafka_edu.clients.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.producer.serializers import ByteArrayDeserializer, Deserializer
 from kafka_edu.common.cluster import Node, TopicPartition
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record.default_records import DefaultRecordBatch
@@ -92,7 +94,7 @@ class Fetcher:
                  fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500, fetch_max_bytes: int = 52_428_800,
                  max_partition_fetch_bytes: int = 1_048_576, max_poll_records: int = 500, check_crcs: bool = True,
                  key_deserializer: Deserializer | None = None, value_deserializer: Deserializer | None = None,
-                 retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME):
+                 retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         if max_poll_records < 1:
             raise ValueError("max.poll.records must be at least 1")
         self.client, self.subscriptions, self.metadata, self.time = client, subscriptions, metadata, time
@@ -103,6 +105,7 @@ class Fetcher:
         self.value_deserializer = value_deserializer or ByteArrayDeserializer()
         self.completed_fetches: deque[CompletedFetch] = deque()
         self._next_in_line: PartitionRecords | None = None      # the fetch poll() is in the middle of
+        self.sensors = None if metrics is None else FetchManagerMetrics(metrics, client.client.client_id)  # 4.9
 
     # --- sending fetches ----------------------------------------------------------------------
     def _fetchable_partitions(self) -> list[TopicPartition]:
@@ -139,11 +142,15 @@ class Fetcher:
             offsets = {TopicPartition(t["topic"], p["partition"]): p["fetch_offset"]
                        for t in body["topics"] for p in t["partitions"]}
             self.client.send(node, ApiKeys.FETCH, body).add_listener(
-                lambda response, offsets=offsets: self._handle_fetch_response(offsets, response),
+                lambda response, offsets=offsets, sent_ms=self.time.milliseconds():
+                    self._handle_fetch_response(offsets, response, sent_ms),
                 lambda error, node=node: log.debug("fetch from node %s failed: %s", node, error))
         return len(requests)
 
-    def _handle_fetch_response(self, offsets: dict[TopicPartition, int], response) -> None:
+    def _handle_fetch_response(self, offsets: dict[TopicPartition, int], response, sent_ms: int = -1) -> None:
+        if self.sensors is not None:
+            self.sensors.record_fetch(self.time.milliseconds() - sent_ms, response.get("throttle_time_ms", 0),
+                                      self.time.milliseconds())
         for topic in response["responses"]:
             for partition in topic["partitions"]:
                 tp = TopicPartition(topic["topic"], partition["partition_index"])
@@ -181,6 +188,9 @@ class Fetcher:
             return None                                        # stale: the position moved since we asked
         if fetch.error is Errors.NONE:
             records, next_offset = self._decode(tp, fetch)
+            if self.sensors is not None:
+                self.sensors.record_partition(tp, len(fetch.records), len(records),
+                                              fetch.high_watermark - next_offset, self.time.milliseconds())
             if records:
                 return PartitionRecords(tp, fetch.fetch_offset, records, next_offset)
             if next_offset > fetch.fetch_offset:

@@ -22,6 +22,7 @@ from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.clients.producer.serializers import Deserializer
 from kafka_edu.common.cluster import PartitionInfo, TopicPartition, parse_bootstrap_servers
 from kafka_edu.common.config import ConfigDef, ConfigException, Range, Type, ValidString
+from kafka_edu.common.metrics.jmx_reporter import metrics_from_config
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -71,6 +72,10 @@ CONSUMER_CONFIG = (
     .define("retry.backoff.ms", Type.LONG, 100, Range.at_least(0), "low", "Wait before retrying a failed request")
     .define("reconnect.backoff.ms", Type.LONG, 50, Range.at_least(0), "low", "Wait before reconnecting to a broker")
     .define("metadata.max.age.ms", Type.LONG, 300000, Range.at_least(0), "low", "Refresh metadata at least this often")
+    .define("metric.reporters", Type.LIST, "", importance="low",
+            doc="MetricsReporter classes, besides the JMX-style reporter that is always there")
+    .define("metrics.num.samples", Type.INT, 2, Range.at_least(1), "low", "Samples each windowed metric keeps")
+    .define("metrics.sample.window.ms", Type.LONG, 30000, Range.at_least(1), "low", "Length of one metric sample window")
     .define("connections.max.idle.ms", Type.LONG, 540000, importance="medium", doc="Close connections idle this long")
     .define("send.buffer.bytes", Type.INT, 131072, Range.at_least(-1), "medium", "SO_SNDBUF (-1: the OS default)")
     .define("receive.buffer.bytes", Type.INT, 65536, Range.at_least(-1), "medium", "SO_RCVBUF (-1: the OS default)")
@@ -134,7 +139,11 @@ class KafkaConsumer:
                                  metadata_expire_ms=config["metadata.max.age.ms"], time=time,
                                  allow_auto_topic_creation=False)
         self.metadata.bootstrap(parse_bootstrap_servers(config["bootstrap.servers"]))
-        network = NetworkClient(KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time),
+        self.metrics = metrics_from_config(config, "kafka.consumer", time)      # 4.9
+        selector = KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time,
+                             metrics=self.metrics, metric_group_prefix="consumer",
+                             metric_tags={"client-id": self.client_id})
+        network = NetworkClient(selector,
                                 self.metadata, client_id=self.client_id,
                                 reconnect_backoff_ms=config["reconnect.backoff.ms"],
                                 send_buffer_size=config["send.buffer.bytes"],
@@ -150,11 +159,12 @@ class KafkaConsumer:
                 assignors_for(config["partition.assignment.strategy"]), config["session.timeout.ms"],
                 config["heartbeat.interval.ms"], config["max.poll.interval.ms"], config["retry.backoff.ms"],
                 config["enable.auto.commit"], config["auto.commit.interval.ms"], config["exclude.internal.topics"],
-                time)
+                time, self.metrics)
         self.fetcher = Fetcher(self.client, self.subscriptions, self.metadata, config["fetch.min.bytes"],
                                config["fetch.max.wait.ms"], config["fetch.max.bytes"],
                                config["max.partition.fetch.bytes"], config["max.poll.records"], config["check.crcs"],
-                               self.key_deserializer, self.value_deserializer, config["retry.backoff.ms"], time)
+                               self.key_deserializer, self.value_deserializer, config["retry.backoff.ms"], time,
+                               self.metrics)
         self._owner: int | None = None
         self._refcount = 0
         self._closed = False
@@ -345,6 +355,7 @@ class KafkaConsumer:
             self._closed = True
             self._release()
             self.client.close()
+            self.metrics.close()
 
     def __enter__(self) -> "KafkaConsumer":
         return self

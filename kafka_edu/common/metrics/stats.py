@@ -195,6 +195,19 @@ class Total:
         return self.total
 
 
+class Value:
+    """The last value recorded (not sampled): a partition's current lag, say."""
+
+    def __init__(self):
+        self.value = 0.0
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.value = value
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        return self.value
+
+
 MS_PER_UNIT = {"nanoseconds": 1e-6, "microseconds": 1e-3, "milliseconds": 1.0, "seconds": 1000.0,
                "minutes": 60_000.0, "hours": 3_600_000.0, "days": 86_400_000.0}
 

@@ -323,9 +323,9 @@ class _AdminApis:
             if t.name in refused:
                 continue
             if version < 4 and not t.assignments and t.num_partitions == -1:
-                refused[t.name] = (Errors.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                refused[t.name] = (Errors.INVALID_PARTITIONS, "number of partitions must be larger than 0")
             elif version < 4 and not t.assignments and t.replication_factor == -1:
-                refused[t.name] = (Errors.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+                refused[t.name] = (Errors.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
             else:
                 new_topics.append(NewTopic(t.name, t.num_partitions, t.replication_factor,
                                            {a.partition_index: list(a.broker_ids) for a in t.assignments},

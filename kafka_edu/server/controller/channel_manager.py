@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kafka_edu.clients.network_client import ManualMetadataUpdater, NetworkClient
 from kafka_edu.common.cluster import Node
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -21,6 +22,7 @@ from kafka_edu.server.zk.zk_utils import LeaderAndIsr, LeaderIsrAndControllerEpo
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 300      # 0.10 sleeps this long between attempts at an unreachable broker
+RETIRE_WAIT_S = 1.0         # how long a re-added broker waits for its old send thread to end
 
 
 @dataclass
@@ -136,11 +138,13 @@ class ControllerBrokerStateInfo:
 class ControllerChannelManager:
     """A FIFO queue and a send thread per live broker: the controller's only way to talk to brokers."""
 
-    def __init__(self, controller_id: int, config, time: Time = SYSTEM_TIME):
+    def __init__(self, controller_id: int, config, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         self.controller_id = controller_id
         self.config = config
         self.time = time
+        self.metrics = metrics
         self.broker_state_info: dict[int, ControllerBrokerStateInfo] = {}
+        self._retiring: dict[int, RequestSendThread] = {}     # removed brokers' threads, maybe still closing
         self._lock = threading.Lock()
         self._progress = threading.Condition()
 
@@ -149,11 +153,11 @@ class ControllerChannelManager:
             self.add_broker(broker)
 
     def shutdown(self) -> None:
-        threads = [info.request_send_thread for info in self.broker_state_info.values()]
         for broker_id in list(self.broker_state_info):
             self.remove_broker(broker_id)
-        for thread in threads:
+        for thread in self._retiring.values():
             thread.join(5)
+        self._retiring.clear()
 
     def add_broker(self, broker: Broker) -> None:
         protocol = self.config["security.inter.broker.protocol"]
@@ -161,11 +165,17 @@ class ControllerChannelManager:
         if end_point is None:
             log.error("broker %d has no %s listener: the controller cannot reach it", broker.id, protocol)
             return
+        retiring = self._retiring.pop(broker.id, None)
+        if retiring is not None:            # its selector's metrics have the names the new one needs
+            retiring.join(RETIRE_WAIT_S)
+        metrics = self.metrics if retiring is None or not retiring.is_alive() else None
         with self._lock:
             if broker.id in self.broker_state_info:
                 return
             node = Node(broker.id, end_point.host, end_point.port, broker.rack)
-            client = NetworkClient(KSelector(time=self.time), client_id=f"controller-{self.controller_id}",
+            selector = KSelector(time=self.time, metrics=metrics, metric_group_prefix="controller-channel",
+                                 metric_tags={"broker-id": str(broker.id)}, metrics_per_connection=False)
+            client = NetworkClient(selector, client_id=f"controller-{self.controller_id}",
                                    metadata_updater=ManualMetadataUpdater([node]), reconnect_backoff_ms=50,
                                    request_timeout_ms=self.config["controller.socket.timeout.ms"], time=self.time,
                                    discover_broker_versions=False, max_in_flight_requests_per_connection=1)
@@ -182,6 +192,7 @@ class ControllerChannelManager:
             info = self.broker_state_info.pop(broker_id, None)
         if info is not None:
             info.request_send_thread.shutdown()
+            self._retiring[broker_id] = info.request_send_thread
 
     def send_request(self, broker_id: int, api_key: ApiKeys, api_version: int, body: dict,
                      callback: Callable[[object], None] | None = None) -> None:

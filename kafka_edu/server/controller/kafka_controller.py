@@ -7,6 +7,7 @@ import functools
 import logging
 import threading
 
+from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
@@ -156,7 +157,7 @@ class _Failover:
                 context.partition_leadership_info[tp] = state
         context.partitions_being_reassigned = {}
         context.partitions_undergoing_preferred_replica_election = set()
-        self.channel_manager = ControllerChannelManager(self.broker_id, self.config, self.time)
+        self.channel_manager = ControllerChannelManager(self.broker_id, self.config, self.time, self.metrics)
         context.controller_channel_manager = self.channel_manager
         self.channel_manager.startup(context.live_or_shutting_down_brokers)
         marked = set(self.zk_utils.get_topics_marked_for_deletion())
@@ -618,13 +619,17 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
                       _BrokerOperations, _Failover, _Election):
     """The controller: elected through ZooKeeper, it decides every leader and ISR and tells the brokers."""
 
-    def __init__(self, config, zk_utils, replica_manager, metadata_cache, time: Time = SYSTEM_TIME):
+    def __init__(self, config, zk_utils, replica_manager, metadata_cache=None, time: Time = SYSTEM_TIME,
+                 metrics: Metrics | None = None):
+        """`replica_manager` supplies the broker's default log config (for unclean election).
+        `metadata_cache` is not used: the controller learns everything from ZooKeeper and is the
+        one that fills the caches. It is accepted until KafkaServer stops passing it. `metrics`, if
+        given, receives the channel manager's selector metrics."""
         self.config = config
         self.broker_id = config["broker.id"]
         self.zk_utils = zk_utils
-        self.replica_manager = replica_manager
-        self.metadata_cache = metadata_cache
         self.time = time
+        self.metrics = metrics
         self.context = ControllerContext()
         self.controller_lock = threading.RLock()
         self.active = False

@@ -186,21 +186,11 @@ class LeaderEpochFileCache(_EpochUpdates, _EpochLookup):
 
 
 # %% book/ch4_server/0503_leader_epoch.ipynb 12798ddc
+from kafka_edu.server.kafka_config import kafka_version
+
 INTER_BROKER_PROTOCOL_VERSION = "inter.broker.protocol.version"
-DEFAULT_INTER_BROKER_PROTOCOL_VERSION = "0.11.0"
-
-
-def inter_broker_protocol_version(config) -> tuple[int, int]:
-    """(major, minor) of `inter.broker.protocol.version` ("0.10.0", "0.11.0-IV2", "2.8"); default 0.11.0."""
-    text = str(config.values.get(INTER_BROKER_PROTOCOL_VERSION)
-               or config.originals.get(INTER_BROKER_PROTOCOL_VERSION, DEFAULT_INTER_BROKER_PROTOCOL_VERSION))
-    parts = text.split("-")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        raise ValueError(f"{INTER_BROKER_PROTOCOL_VERSION}={text!r} is not a Kafka version such as 0.10.0") from None
 
 
 def truncates_by_leader_epoch(config) -> bool:
     """Kafka's own switch: brokers speaking 0.11.0 or later between themselves truncate by leader epoch."""
-    return inter_broker_protocol_version(config) >= (0, 11)
+    return kafka_version(INTER_BROKER_PROTOCOL_VERSION, config[INTER_BROKER_PROTOCOL_VERSION]) >= (0, 11)

@@ -260,28 +260,43 @@ class _IsrMaintenance:
     """ISR expansion and shrinking (mixin of `Partition`)."""
 
     def update_replica_log_read_result(self, replica_id: int, fetch_offset_metadata: LogOffsetMetadata,
-                                       read_to_end_of_log: bool) -> bool:
-        """Record a follower's fetch; returns True if that moved the high watermark."""
+                                       read_to_end_of_log: bool, fetch_leader_epoch: int = -1) -> bool:
+        """Record a follower's fetch (read in `fetch_leader_epoch`, -1 if it named none); True if the HW moved."""
         replica = self.assigned_replica_map.get(replica_id)
         if replica is None:
             raise Errors.REPLICA_NOT_AVAILABLE.exception(
                 f"broker {replica_id} is not a replica of {self.topic}-{self.partition_id}")
         replica.update_log_read_result(fetch_offset_metadata, read_to_end_of_log)
-        return self.maybe_expand_isr(replica_id)
+        return self.maybe_expand_isr(replica_id, fetch_leader_epoch)
 
-    def maybe_expand_isr(self, replica_id: int) -> bool:
+    def maybe_expand_isr(self, replica_id: int, fetch_leader_epoch: int = -1) -> bool:
         with self._lock:
             leader = self.leader_replica_if_local()
             if leader is None:
                 return False
             replica = self.assigned_replica_map.get(replica_id)
             if (replica is not None and replica_id not in self.in_sync_replicas
-                    and replica.log_end_offset >= leader.high_watermark):
+                    and replica.log_end_offset >= leader.high_watermark
+                    and self._may_join_isr(replica_id, fetch_leader_epoch)):
                 log.info("expanding the ISR of %s-%d from %s to %s", self.topic, self.partition_id,
                          sorted(self.in_sync_replicas), sorted(self.in_sync_replicas | {replica_id}))
                 if self._update_isr(self.in_sync_replicas | {replica_id}):
                     self.replica_manager.isr_expands += 1
             return self._maybe_increment_leader_hw(leader, "follower fetch")
+
+    def _may_join_isr(self, replica_id: int, fetch_leader_epoch: int) -> bool:
+        """Beyond 0.10 (after KIP-841): a fetch that left its broker before the controller took that broker
+        out of the ISR must not bring it back. Only a broker this leader's MetadataCache lists as alive, with
+        a fetch read in the current leader epoch, joins."""
+        if self.replica_manager.metadata_cache.get_alive_broker(replica_id) is None:
+            log.info("not adding broker %d to the ISR of %s-%d: it is not alive in the metadata cache",
+                     replica_id, self.topic, self.partition_id)
+            return False
+        if 0 <= fetch_leader_epoch != self.leader_epoch:
+            log.info("not adding broker %d to the ISR of %s-%d: its fetch was read in leader epoch %d, now %d",
+                     replica_id, self.topic, self.partition_id, fetch_leader_epoch, self.leader_epoch)
+            return False
+        return True
 
     def maybe_shrink_isr(self, replica_max_lag_time_ms: int) -> bool:
         """Drop followers that have not caught up for too long; returns True if the HW moved."""

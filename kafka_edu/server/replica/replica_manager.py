@@ -359,7 +359,7 @@ class _Fetching:
         results = self.read_from_local_log(replica_id, fetch_only_from_leader, fetch_only_committed,
                                            fetch_max_bytes, hard_max_bytes_limit, fetch_infos)
         if is_from_follower:
-            self.update_follower_log_read_results(replica_id, results)
+            self.update_follower_log_read_results(replica_id, fetch_infos, results)
         bytes_readable = sum(r.read_size for _, r in results)
         any_error = any(r.error is not Errors.NONE for _, r in results)
         if timeout_ms <= 0 or not fetch_infos or bytes_readable >= fetch_min_bytes or any_error:
@@ -417,15 +417,15 @@ class _Fetching:
                 answers[tp] = EpochEndOffset(error_for_exception(exc))
         return answers
 
-    def update_follower_log_read_results(self, replica_id: int, results) -> None:
+    def update_follower_log_read_results(self, replica_id: int, fetch_infos, results) -> None:
         """A follower fetched: record its LEO, maybe grow the ISR and the HW, wake waiting produces."""
-        for tp, result in results:
+        for (tp, info), (_, result) in zip(fetch_infos, results, strict=True):
             partition = self.get_partition(tp)
             if result.error is not Errors.NONE or partition is None:
                 continue
             try:
                 moved = partition.update_replica_log_read_result(replica_id, result.info.fetch_offset_metadata,
-                                                                 result.read_to_end_of_log)
+                                                                 result.read_to_end_of_log, info.current_leader_epoch)
             except KafkaError as exc:
                 log.warning("follower fetch of %s-%d by broker %d: %s", tp[0], tp[1], replica_id, exc)
                 continue

@@ -88,13 +88,14 @@ def verify(spark: SparkSession, servers: str, work: Path, watermark: str, source
             "topic mismatches": expected.exceptAll(topic).count() + topic.exceptAll(expected).count()}
 
 
-# %% book/ch6_spark/0500_pipeline.ipynb c17edd73
+# %% book/ch6_spark/0500_pipeline.ipynb d520812f
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description="The chapter 6 clickstream pipeline")
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=50_000)
+    parser.add_argument("--step-ms", type=int, default=10, help="event time between two clicks")
     parser.add_argument("--work-dir", type=Path, required=True)
     parser.add_argument("--prefix", default="", help="prefix of the two topic names")
     args = parser.parse_args(argv)
@@ -104,7 +105,7 @@ def main(argv=None) -> dict:
     with ClusterAdmin(args.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(source, args.partitions, 1), NewTopic(sink, 1, 1)])
     started = time.monotonic()
-    (clicks_frame(spark, args.records).write.format("kafka_edu").mode("append")
+    (clicks_frame(spark, args.records, step_ms=args.step_ms).write.format("kafka_edu").mode("append")
      .option("kafka.bootstrap.servers", args.bootstrap_servers).option("topic", source).save())
     generated = time.monotonic()
     progress = run_pipeline(spark, args.bootstrap_servers, args.work_dir, args.max_offsets_per_trigger, source, sink)

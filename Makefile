@@ -3,18 +3,19 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := openjdk-17-jre-headless zookeeper kcat graphviz
+APT_PACKAGES := openjdk-17-jre-headless zookeeper kcat graphviz chromium chromium-driver fonts-noto-cjk
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 NBVAL := $(BIN)/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
          --nbval-sanitize-with book/nbval_sanitize.cfg book/
 
-.PHONY: install system-packages run cluster cluster-stop test check-tangle lint unit nbval book tangle notebooks bench clean
+.PHONY: install system-packages run cluster cluster-stop test check-tangle lint unit nbval book book-test tangle notebooks bench clean
 
 install: system-packages $(STAMP)
 
 # Debian packages: ZooKeeper (and its Java runtime) for the cluster tests, kcat as a foreign client,
-# graphviz's `dot` for the book's figures. Installed only when something is missing.
+# graphviz's `dot` for the book's figures, chromium (with its WebDriver and CJK fonts for the book's
+# Chinese title) to open the rendered book. Installed only when something is missing.
 system-packages:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -64,18 +65,25 @@ check-tangle:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# tests/book needs the built book: book-test runs it after `book`.
 unit: install
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/book
 
 nbval: install
 	$(NBVAL)
 
 book: install
-	rm -rf _build
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute _build/screenshots
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "HTML: $(CURDIR)/_build/html/index.html"
+	@echo "Serve it: $(BIN)/python -m http.server -d _build/html 8000   (then open http://127.0.0.1:8000/)"
 
-test: install check-tangle lint unit nbval book
+# The rendered book in Debian's chromium: every page, its console, figures, links, TOC and search;
+# one screenshot per part lands in _build/screenshots/.
+book-test: book
+	KAFKA_EDU_BOOK_HTML=$(CURDIR)/_build/html $(BIN)/pytest -q -p no:cacheprovider tests/book
+
+test: install check-tangle lint unit nbval book book-test
 
 bench: install
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -20,6 +20,8 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 ZOOKEEPER_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"]
+CHROMIUM = "/usr/bin/chromium"              # Debian's chromium
+CHROMEDRIVER = "/usr/bin/chromedriver"      # Debian's chromium-driver
 
 
 def require(condition: bool, reason: str) -> None:
@@ -29,6 +31,12 @@ def require(condition: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"missing in CI: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_chromium() -> None:
+    """Debian's chromium with its WebDriver, for the test of the rendered book."""
+    require(os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK),
+            f"{CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
 from kafka_edu.server.topic_config import broker_default_log_config
 from kafka_edu.server.zk.zk_client import NodeExistsError
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, entity_config_json, entity_config_path
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, entity_config_json, entity_config_path, topic_path
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,10 @@ class _AdminManagerCore:
         return {p: list(r) for p, r in sorted(assignment.items())}
 
     def _write_new_topic(self, topic: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
+        """Config overrides first, then the assignment; a topic that exists keeps its overrides (a broker
+        whose cache has not heard of it yet may try to auto-create it)."""
+        if self.zk_utils.zk.exists(topic_path(topic)):
+            raise AdminError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
         self.zk_utils.update_persistent_path(entity_config_path(CONFIG_TYPE_TOPIC, topic), entity_config_json(configs))
         try:
             self.zk_utils.create_topic_assignment(topic, assignment)

@@ -143,6 +143,10 @@ BROKER_KEYS = {
         ("metrics.num.samples", INT, 2, AT_LEAST_1, "Samples kept per metric window."),
         ("metrics.sample.window.ms", LONG, 30000, AT_LEAST_1, "Length of a metric sample window."),
         ("metric.reporters", LIST, "", None, "Extra metric reporter classes."),
+        ("metrics.prometheus.listener", STR, "", None,
+         "Beyond 0.10: serve all metrics in Prometheus format at http://host:port (empty: off)."),
+        ("metrics.jmx.listener", STR, "", None,
+         "Beyond 0.10: serve the broker's beans as JSON at http://host:port, for `kafka-edu jmx` (empty: off)."),
     ],
 }
 

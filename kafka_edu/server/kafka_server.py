@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from kafka_edu.clients.network_client import ManualMetadataUpdater, NetworkClient
 from kafka_edu.common.cluster import Node
 from kafka_edu.common.config import parse_properties
+from kafka_edu.common.metrics.jmx_http import serve_jmx
+from kafka_edu.common.metrics.jmx_reporter import MBeanServer, metrics_from_config
+from kafka_edu.common.metrics.prometheus import serve_prometheus
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
@@ -174,6 +177,8 @@ class _Lifecycle:
         self.metadata_cache = self.socket_server = self.replica_manager = self.controller = None
         self.admin_manager = self.producer_id_manager = self.apis = self.request_handler_pool = None
         self.group_coordinator = self.group_coordinator_scheduler = None
+        self.metrics = self.prometheus = self.jmx_endpoint = None
+        self.mbean_server = MBeanServer()       # one per broker, so an in-process cluster's beans don't collide
         self.snapshot: EmbeddedZooKeeperSnapshot | None = None
         self._registered = False
         self._started = False
@@ -224,13 +229,14 @@ class _Lifecycle:
 
         self.scheduler = KafkaScheduler(config["background.threads"], time=self.time)
         self.scheduler.startup()
+        self._start_metrics()
         self.log_manager = self._create_log_manager()
         self.log_manager.startup()
         self.metadata_cache = MetadataCache(self.broker_id)
-        self.socket_server = SocketServer(config, self.time)
+        self.socket_server = SocketServer(config, self.time, metrics=self.metrics)
         self.socket_server.startup()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
-                                              self.metadata_cache, self.time)
+                                              self.metadata_cache, self.time, self.metrics)
         self.replica_manager.startup()
         self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
         self.group_coordinator_scheduler.startup()
@@ -244,7 +250,8 @@ class _Lifecycle:
             self._register_orphan_logs()
             self.scheduler.schedule("embedded-zookeeper-snapshot", self.snapshot.save,
                                     EMBEDDED_SNAPSHOT_INTERVAL_MS, EMBEDDED_SNAPSHOT_INTERVAL_MS)
-        self.controller = KafkaController(config, self.zk_utils, self.replica_manager, self.metadata_cache, self.time)
+        self.controller = KafkaController(config, self.zk_utils, self.replica_manager, time=self.time,
+                                          metrics=self.metrics)
         self.controller.startup()
         self.admin_manager = AdminManager(config, self.zk_utils, self.metadata_cache, self.time)
         self.producer_id_manager = ProducerIdManager(self.broker_id, self.zk_utils,
@@ -261,6 +268,15 @@ class _Lifecycle:
         self._register_broker()
         self.zk_client.await_events()
         log.info("[Kafka Server %d], started (cluster id %s)", self.broker_id, self.cluster_id)
+
+    def _start_metrics(self) -> None:
+        """The broker's one registry (chapter 4.9), its beans, and the optional HTTP endpoints (Beyond 0.10)."""
+        config = self.config
+        self.metrics = metrics_from_config(config, "kafka.server", self.time, self.mbean_server, enable_expiration=True)
+        listener = config["metrics.prometheus.listener"]
+        self.prometheus = serve_prometheus(self.metrics, listener) if listener else None
+        listener = config["metrics.jmx.listener"]
+        self.jmx_endpoint = serve_jmx(self.mbean_server, listener) if listener else None
 
 
 # %% book/ch4_server/0002_kafka_server.ipynb 0c54e344
@@ -362,7 +378,8 @@ class _Storage:
                           flush_check_ms=config["log.flush.scheduler.interval.ms"],
                           flush_checkpoint_ms=config["log.flush.offset.checkpoint.interval.ms"],
                           retention_check_ms=config["log.retention.check.interval.ms"], scheduler=self.scheduler,
-                          broker_state=self.broker_state, time=self.time, cleaner_config=cleaner)
+                          broker_state=self.broker_state, time=self.time, cleaner_config=cleaner,
+                          metrics=self.metrics)
 
     def _register_orphan_logs(self) -> None:
         known = set(self.zk_utils.get_all_topics())
@@ -400,7 +417,10 @@ class _Shutdown:
                      ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
                      ("the log manager", self.log_manager, lambda m: m.shutdown()),
                      ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: s.save()),
-                     ("the ZooKeeper client", self.zk_client, lambda z: z.close())]
+                     ("the ZooKeeper client", self.zk_client, lambda z: z.close()),
+                     ("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),
+                     ("the Prometheus endpoint", self.prometheus, lambda p: p.close()),
+                     ("the metrics", self.metrics, lambda m: m.close())]
             for what, component, stop in steps:
                 if component is not None:
                     _swallow(what, lambda c=component, s=stop: s(c))
@@ -496,7 +516,10 @@ class _Kill:
                      ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
                      ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
                      ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
-                     ("the log files", self.log_manager, lambda m: m.halt())]
+                     ("the log files", self.log_manager, lambda m: m.halt()),
+                     ("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),
+                     ("the Prometheus endpoint", self.prometheus, lambda p: p.close()),
+                     ("the metrics", self.metrics, lambda m: m.close())]
             for what, component, stop in steps:
                 if component is not None:
                     _swallow(what, lambda c=component, s=stop: s(c))

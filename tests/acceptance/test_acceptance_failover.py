@@ -69,8 +69,6 @@ def test_T10_clean_election_only_waits_for_the_last_isr_member(make_cluster):
     assert cluster.halted == {}
 
 
-@pytest.mark.xfail(strict=True, reason="AdminManager._write_new_topic (0609) overwrites /config/topics/T "
-                   "before it finds that T exists")
 def test_T10_a_lagging_brokers_auto_creation_keeps_the_topic_overrides(make_cluster):
     """The setting T10 rests on must survive a broker that has not heard of the topic yet (as a
     restarted one) answering Metadata with auto.create.topics.enable: the topic exists, so its

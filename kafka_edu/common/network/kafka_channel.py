@@ -6,13 +6,14 @@ import socket
 
 from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive
 from kafka_edu.common.network.network_send import Send
+from kafka_edu.common.security.auth import ANONYMOUS
 
 
 class KafkaChannel:
-    """A connection's socket plus its partial receive, pending send and mute state."""
+    """A connection's socket plus its partial receive, pending send, mute state and authenticator (4.8)."""
 
     def __init__(self, id: str, sock: socket.socket, max_receive_size: int = UNLIMITED,
-                 remote_host: str = ""):
+                 remote_host: str = "", authenticator=None):
         self.id = id
         self.socket = sock
         self.remote_host = remote_host
@@ -22,6 +23,19 @@ class KafkaChannel:
         self._receive: NetworkReceive | None = None
         self._send: Send | None = None
         self._watched = 0          # the events last registered with the selector thread's selector
+        self.authenticator = authenticator   # None: nothing to prove (PLAINTEXT)
+
+    def ready(self) -> bool:
+        """True once the authenticator (if any) is done: only then may requests flow."""
+        return self.authenticator is None or self.authenticator.complete()
+
+    def prepare(self) -> None:
+        """Let the authenticator do the I/O it can now (4.8.2); it raises AuthenticationError on failure."""
+        self.authenticator.authenticate()
+
+    @property
+    def principal(self) -> str:
+        return ANONYMOUS if self.authenticator is None else self.authenticator.principal()
 
     def mute(self) -> None:
         """Stop reading from this connection (its request is being processed)."""
@@ -60,6 +74,8 @@ class KafkaChannel:
 
     def interest(self) -> int:
         """The selector events this connection waits for in its current state."""
+        if not self.ready():
+            return self.authenticator.interest()
         events = 0 if self.muted else selectors.EVENT_READ
         return events | (selectors.EVENT_WRITE if self._send is not None else 0)
 

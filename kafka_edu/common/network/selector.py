@@ -10,10 +10,12 @@ from collections import OrderedDict, deque
 
 from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.metrics.selector_metrics import SelectorMetrics
+from kafka_edu.common.network.channel_builders import PlaintextChannelBuilder
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.network.wakeup import Wakeup
+from kafka_edu.common.security.auth import AuthenticationError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -52,13 +54,17 @@ class KSelector:
     def __init__(self, max_receive_size: int = UNLIMITED,
                  connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS, time: Time = SYSTEM_TIME,
                  metrics: Metrics | None = None, metric_group_prefix: str = "selector",
-                 metric_tags: dict[str, str] | None = None, metrics_per_connection: bool = True):
+                 metric_tags: dict[str, str] | None = None, metrics_per_connection: bool = True,
+                 channel_builder=None):
         self._selector = selectors.DefaultSelector()
         self._time = time
         self._max_receive_size = max_receive_size
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
         self.channels: dict[str, KafkaChannel] = {}
         self._connecting: set[str] = set()
+        self._channel_builder = channel_builder or PlaintextChannelBuilder()     # 4.8: SASL clients
+        self._authenticating: set[str] = set()     # connected, authenticator not finished yet
+        self.authentication_errors: dict[str, AuthenticationError] = {}   # of this poll's disconnects
         self._immediately_connected: list[str] = []
         self._staged: dict[str, deque[NetworkReceive]] = {}
         self._lru: OrderedDict[str, int] = OrderedDict()
@@ -78,7 +84,7 @@ class KSelector:
         if id in self.channels:
             raise ValueError(f"there is already a connection for id {id}")
         sock, connected_now = start_connect(address, send_buffer_size, receive_buffer_size)
-        channel = KafkaChannel(id, sock, self._max_receive_size, remote_host=address[0])
+        channel = self._channel_builder.build_channel(id, sock, self._max_receive_size, address[0])
         self.channels[id] = channel
         self._connecting.add(id)
         self._lru[id] = self._time.nanoseconds()
@@ -87,8 +93,8 @@ class KSelector:
         self._update_interest(channel)
 
     def is_channel_ready(self, id: str) -> bool:
-        """Connected and able to carry requests (no handshake stage in plaintext)."""
-        return id in self.channels and id not in self._connecting
+        """Connected and, on a SASL channel, authenticated: able to carry requests."""
+        return id in self.channels and id not in self._connecting and id not in self._authenticating
 
     def send(self, send: Send) -> None:
         """Queue one frame for its connection; it is written by the following polls."""
@@ -180,7 +186,15 @@ class KSelector:
                 if error:
                     raise ConnectionError(error, os.strerror(error))
                 self._connecting.discard(channel.id)
-                self.connected.append(channel.id)
+                if channel.ready():
+                    self.connected.append(channel.id)
+                else:
+                    self._authenticating.add(channel.id)
+                    self._authenticate(channel)
+                self._update_interest(channel)
+                return
+            if channel.id in self._authenticating:
+                self._authenticate(channel)
                 self._update_interest(channel)
                 return
             if events & selectors.EVENT_READ and not channel.muted and channel.id not in self._staged:
@@ -191,10 +205,21 @@ class KSelector:
                 if send is not None:
                     self.completed_sends.append(send)
                     self._update_interest(channel)
+        except AuthenticationError as exc:
+            log.warning("authentication to node %s failed: %s", channel.id, exc)
+            self.authentication_errors[channel.id] = exc
+            self._close_channel(channel)
+            self.disconnected.append(channel.id)
         except (OSError, EOFError, ValueError) as exc:   # ValueError: an invalid frame size
             log.debug("connection %s closed: %s", channel.id, exc)
             self._close_channel(channel)
             self.disconnected.append(channel.id)
+
+    def _authenticate(self, channel: KafkaChannel) -> None:
+        channel.prepare()
+        if channel.ready():
+            self._authenticating.discard(channel.id)
+            self.connected.append(channel.id)
 
     def _add_to_completed_receives(self) -> None:
         for id in list(self._staged):
@@ -225,6 +250,7 @@ class KSelector:
         self.completed_receives = []
         self.connected = []
         self.disconnected = []
+        self.authentication_errors = {}
 
     def _update_interest(self, channel: KafkaChannel) -> None:
         wanted = selectors.EVENT_WRITE if channel.id in self._connecting else channel.interest()
@@ -235,6 +261,7 @@ class KSelector:
         channel.close()
         del self.channels[channel.id]
         self._connecting.discard(channel.id)
+        self._authenticating.discard(channel.id)
         self._lru.pop(channel.id, None)
         if self._sensors is not None:
             self._sensors.connection_closed(self._time.milliseconds())

@@ -237,6 +237,8 @@ class _FetchApis:
                 "partition_index": partition, "error_code": error.code, "high_watermark": data.high_watermark,
                 "last_stable_offset": data.last_stable_offset, "log_start_offset": data.log_start_offset,
                 "aborted_transactions": [] if isolation == READ_COMMITTED else None, "records": records})
+        for topic, partitions in by_topic.items():      # BytesOutPerSec: one mark per topic, not per record
+            self.replica_manager.broker_topic_stats.record_out(topic, sum(len(p["records"]) for p in partitions))
         body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
         pieces = encode_response_pieces(header.correlation_id, ApiKeys.FETCH, version, body)

@@ -8,6 +8,7 @@ import logging
 import threading
 
 from kafka_edu.common.metrics.metrics import Metrics
+from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.controller.channel_manager import ControllerBrokerRequestBatch, ControllerChannelManager
@@ -263,7 +264,15 @@ class _BrokerOperations:
         self.topic_deletion_manager.resume_deletion_for_topics(touched)
 
     def on_broker_failure(self, dead: list[int]) -> None:
-        """Partitions led by dead brokers -> Offline -> Online elsewhere; their replicas -> Offline."""
+        """Partitions led by dead brokers -> Offline -> Online elsewhere; their replicas -> Offline.
+        Timed as ControllerStats' LeaderElectionRateAndTimeMs, as Kafka times its broker-change handling."""
+        start_ms = self.time.milliseconds()
+        try:
+            self._move_off_dead_brokers(dead)
+        finally:
+            self.leader_election_timer.record(self.time.milliseconds() - start_ms)
+
+    def _move_off_dead_brokers(self, dead: list[int]) -> None:
         context, deletion = self.context, self.topic_deletion_manager
         context.shutting_down_broker_ids -= set(dead)
         leaderless = sorted(tp for tp, info in context.partition_leadership_info.items()
@@ -619,18 +628,22 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
                       _BrokerOperations, _Failover, _Election):
     """The controller: elected through ZooKeeper, it decides every leader and ISR and tells the brokers."""
 
-    def __init__(self, config, zk_utils, replica_manager, metadata_cache=None, time: Time = SYSTEM_TIME,
-                 metrics: Metrics | None = None):
+    def __init__(self, config, zk_utils, replica_manager, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
         """`replica_manager` supplies the broker's default log config (for unclean election).
-        `metadata_cache` is not used: the controller learns everything from ZooKeeper and is the
-        one that fills the caches. It is accepted until KafkaServer stops passing it. `metrics`, if
-        given, receives the channel manager's selector metrics."""
+        `metrics` (the broker's registry; a private one if not given) receives the channel manager's
+        selector metrics and the controller's own (chapter 4.9)."""
         self.config = config
         self.broker_id = config["broker.id"]
         self.zk_utils = zk_utils
         self.time = time
-        self.metrics = metrics
+        self.metrics = Metrics(time=time) if metrics is None else metrics
         self.context = ControllerContext()
+        stats = KafkaMetricsGroup(self.metrics, "kafka.controller", "ControllerStats")
+        self.leader_election_timer = stats.new_timer("LeaderElectionRateAndTimeMs")
+        self.unclean_election_rate = stats.new_meter("UncleanLeaderElectionsPerSec")
+        gauges = KafkaMetricsGroup(self.metrics, "kafka.controller", "KafkaController")
+        gauges.new_gauge("ActiveControllerCount", lambda: 1 if self.active else 0)
+        gauges.new_gauge("OfflinePartitionsCount", self.offline_partitions_count)
         self.controller_lock = threading.RLock()
         self.active = False
         self.channel_manager: ControllerChannelManager | None = None
@@ -640,7 +653,8 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
         self.topic_deletion_manager = TopicDeletionManager(self, enabled=False)
         self.no_op_selector = NoOpLeaderSelector(self.context)
         self.offline_partition_selector = OfflinePartitionLeaderSelector(
-            self.context, unclean_election_lookup(zk_utils, replica_manager.default_log_config))
+            self.context, unclean_election_lookup(zk_utils, replica_manager.default_log_config),
+            self.unclean_election_rate)
         self.reassigned_partition_selector = ReassignedPartitionLeaderSelector(self.context)
         self.preferred_replica_selector = PreferredReplicaPartitionLeaderSelector(self.context)
         self.controlled_shutdown_selector = ControlledShutdownLeaderSelector(self.context)
@@ -657,6 +671,14 @@ class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredRep
     @property
     def is_active(self) -> bool:
         return self.active
+
+    def offline_partitions_count(self) -> int:
+        """Partitions without a live leader, as the active controller sees them (0 elsewhere)."""
+        if not self.active:
+            return 0
+        live = self.context.live_broker_ids
+        return sum(1 for info in list(self.context.partition_leadership_info.values())
+                   if info.leader_and_isr.leader not in live)
 
     @property
     def selectors(self) -> list:

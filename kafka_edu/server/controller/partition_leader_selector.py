@@ -53,9 +53,11 @@ class OfflinePartitionLeaderSelector(PartitionLeaderSelector):
 
     name = "offline"
 
-    def __init__(self, context, unclean_election_enabled):
+    def __init__(self, context, unclean_election_enabled, unclean_election_meter=None):
+        """`unclean_election_meter`: a sensor marked at each unclean election (UncleanLeaderElectionsPerSec)."""
         super().__init__(context)
         self.unclean_election_enabled = unclean_election_enabled
+        self.unclean_election_meter = unclean_election_meter
         self.unclean_elections = 0
 
     def select_leader(self, tp, current: LeaderAndIsr):
@@ -69,6 +71,8 @@ class OfflinePartitionLeaderSelector(PartitionLeaderSelector):
         if not live_assigned:
             raise NoReplicaOnlineError(f"no replica of {tp[0]}-{tp[1]} (assigned {assigned}) is alive")
         self.unclean_elections += 1
+        if self.unclean_election_meter is not None:
+            self.unclean_election_meter.record()
         log.warning("unclean election for %s-%d: %d leads with possible data loss", *tp, live_assigned[0])
         return self._elected(current, live_assigned[0], [live_assigned[0]]), live_assigned
 

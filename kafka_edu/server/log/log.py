@@ -8,6 +8,7 @@ import random
 import shutil
 import threading
 
+from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.log.errors import (CorruptIndexError, InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError,
                                          RecordBatchTooLargeError, RecordTooLargeError)
@@ -33,7 +34,7 @@ class _SegmentMap:
     """The state of a log: its segments by base offset and its published end (mixin of `Log`)."""
 
     def __init__(self, directory: str, config: LogConfig, recovery_point: int = 0, scheduler=None,
-                 time: Time = SYSTEM_TIME):
+                 time: Time = SYSTEM_TIME, metrics=None):
         self.dir = directory
         self.config = config
         self.recovery_point = recovery_point
@@ -47,6 +48,28 @@ class _SegmentMap:
         self._next_offset_metadata = LogOffsetMetadata(0, 0, 0)
         self._load_segments()
         self._update_log_end_offset(self.active_segment.next_offset())
+        self._metrics_group = None if metrics is None else KafkaMetricsGroup(metrics, "kafka.log", "Log")
+        self._add_gauges()
+
+    # --- gauges (chapter 4.9) -------------------------------------------------------------------
+    def _gauge_tags(self) -> dict[str, str]:
+        topic, partition = parse_topic_partition_name(self.dir)
+        return {"topic": topic, "partition": str(partition)}
+
+    def _add_gauges(self) -> None:
+        """Kafka's per-log gauges; read only when a reporter asks, so appends pay nothing."""
+        if self._metrics_group is not None:
+            tags = self._gauge_tags()
+            self._metrics_group.new_gauge("NumLogSegments", lambda: self.number_of_segments, tags)
+            self._metrics_group.new_gauge("LogEndOffset", lambda: self.log_end_offset, tags)
+            self._metrics_group.new_gauge("Size", self.size, tags)
+
+    def remove_gauges(self) -> None:
+        """Drop the gauges when the log goes away (closed or deleted)."""
+        if self._metrics_group is not None:
+            tags = self._gauge_tags()
+            for name in ("NumLogSegments", "LogEndOffset", "Size"):
+                self._metrics_group.remove_metric(name, tags)
 
     # --- the segment map ----------------------------------------------------------------------
     def _set_segments(self, segments) -> None:
@@ -338,12 +361,14 @@ class _SegmentRemoval:
             self.recovery_point = new_offset
 
     def close(self) -> None:
+        self.remove_gauges()
         with self._lock:
             for segment in self._segments:
                 segment.close()
 
     def delete(self) -> None:
         """Remove the log's files and directory (the topic was deleted)."""
+        self.remove_gauges()
         with self._lock:
             for segment in self._segments:
                 segment.delete()

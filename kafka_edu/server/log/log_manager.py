@@ -31,7 +31,8 @@ class _Logs:
                  flush_check_ms: int = LONG_MAX, flush_checkpoint_ms: int = 60_000,
                  retention_check_ms: int = 300_000, scheduler=None, broker_state: BrokerState | None = None,
                  time: Time = SYSTEM_TIME, initial_task_delay_ms: int = INITIAL_TASK_DELAY_MS,
-                 cleaner_config: CleanerConfig | None = None):
+                 cleaner_config: CleanerConfig | None = None, metrics=None):
+        """`metrics`, if given, receives each log's gauges (chapter 4.9)."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
@@ -47,6 +48,7 @@ class _Logs:
         self.scheduler = scheduler
         self.broker_state = broker_state or BrokerState()
         self.time = time
+        self.metrics = metrics
         self._logs: dict[tuple[str, int], Log] = {}
         self.cleaner = None
         if cleaner_config is not None and cleaner_config.enable_cleaner:
@@ -104,7 +106,7 @@ class _Logs:
     def _load_log(self, path: str, recovery_points: dict) -> None:
         topic_partition = parse_topic_partition_name(path)
         log = Log(path, self.config_for(topic_partition[0]), recovery_points.get(topic_partition, 0),
-                  self.scheduler, self.time)
+                  self.scheduler, self.time, self.metrics)
         with self._creation_lock:
             if topic_partition in self._logs:
                 raise KafkaStorageError(f"duplicate log directories found: {path}, {self._logs[topic_partition].dir}")
@@ -194,7 +196,7 @@ class _Logs:
             if config is not None:
                 self.topic_configs[topic] = config
             path = os.path.join(self._next_log_dir(), log_dir_name(topic, partition))
-            log = Log(path, self.config_for(topic), 0, self.scheduler, self.time)
+            log = Log(path, self.config_for(topic), 0, self.scheduler, self.time, self.metrics)
             self._logs[(topic, partition)] = log
             logger.info("created log for partition [%s,%d] in %s", topic, partition, os.path.dirname(path))
             return log

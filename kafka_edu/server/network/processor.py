@@ -8,19 +8,22 @@ import socket
 
 from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.metrics.selector_metrics import SelectorMetrics
+from kafka_edu.common.network.channel_builders import PlaintextChannelBuilder
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.network.network_receive import InvalidReceiveError, NetworkReceive, TruncatedFrameError
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.network.wakeup import Wakeup
+from kafka_edu.common.security.auth import AuthenticationError
 from kafka_edu.common.utils.time import Time
 from kafka_edu.server.network.abstract_server_thread import AbstractServerThread
 from kafka_edu.server.network.connection_quotas import ConnectionQuotas
 from kafka_edu.server.network.request_channel import (
-    ANONYMOUS, InvalidRequestError, Request, RequestChannel, Response, ResponseAction, Session)
+    InvalidRequestError, Request, RequestChannel, Response, ResponseAction, Session)
 
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_MS = 300  # hard-coded in Kafka
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # connection.failed.authentication.delay.ms (Kafka 2.1)
 
 
 class Processor(AbstractServerThread):
@@ -28,7 +31,8 @@ class Processor(AbstractServerThread):
 
     def __init__(self, id: int, time: Time, max_request_size: int, request_channel: RequestChannel,
                  connection_quotas: ConnectionQuotas, connections_max_idle_ms: int,
-                 protocol: str = "PLAINTEXT", broker_id: int = 0, metrics: Metrics | None = None):
+                 protocol: str = "PLAINTEXT", broker_id: int = 0, metrics: Metrics | None = None,
+                 channel_builder=None, failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS):
         super().__init__(f"kafka-network-thread-{broker_id}-{protocol}-{id}", connection_quotas)
         self.id = id
         self.protocol = protocol
@@ -36,6 +40,9 @@ class Processor(AbstractServerThread):
         self._max_request_size = max_request_size
         self._request_channel = request_channel
         self._connections_max_idle_ms = connections_max_idle_ms
+        self._channel_builder = channel_builder or PlaintextChannelBuilder()   # 4.8: one per listener
+        self._failed_authentication_delay_ms = failed_authentication_delay_ms
+        self._failed_authentications: dict[str, int] = {}   # connection -> when to close it
         self._new_connections: queue.SimpleQueue[tuple[socket.socket, str]] = queue.SimpleQueue()
         self._channels: dict[str, KafkaChannel] = {}
         self._inflight_responses: dict[str, Response] = {}
@@ -66,6 +73,10 @@ class Processor(AbstractServerThread):
         """Ids of the connections this Processor holds now (a snapshot)."""
         return sorted(self._channels)
 
+    def principals(self) -> dict[str, str]:
+        """The principal of each open connection (4.8; a snapshot for tools and tests)."""
+        return {id: channel.principal for id, channel in list(self._channels.items())}
+
     def inflight_count(self) -> int:
         return len(self._inflight_responses)
 
@@ -93,7 +104,8 @@ class Processor(AbstractServerThread):
             try:
                 local, remote = sock.getsockname(), sock.getpeername()
                 connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}"
-                channel = KafkaChannel(connection_id, sock, self._max_request_size, remote_host)
+                channel = self._channel_builder.build_channel(connection_id, sock, self._max_request_size,
+                                                              remote_host)
                 channel.last_active_ms = self._time.milliseconds()
                 self._channels[connection_id] = channel
                 self._update_interest(channel)
@@ -126,6 +138,8 @@ class Processor(AbstractServerThread):
     def _poll(self, timeout_ms: int) -> None:
         sensors = self._sensors
         select_start_ns = self._time.nanoseconds() if sensors is not None else 0
+        if self._failed_authentications:
+            timeout_ms = max(0, min(timeout_ms, min(self._failed_authentications.values()) - self._time.milliseconds()))
         ready = self._selector.select(timeout_ms / 1000)
         now = self._time.milliseconds()
         io_start_ns = self._time.nanoseconds() if sensors is not None else 0
@@ -139,10 +153,17 @@ class Processor(AbstractServerThread):
             sensors.completed((), self._completed_receives, now)
             sensors.select_and_io(io_start_ns - select_start_ns, self._time.nanoseconds() - io_start_ns, now)
         self._close_idle_connections(now)
+        for connection_id, close_at in list(self._failed_authentications.items()):
+            if close_at <= now:
+                self._close(connection_id, "failed authentication delay elapsed", logging.DEBUG)
 
     def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
         """Read and/or write what the socket allows; a broken connection is closed here."""
         try:
+            if not channel.ready():                     # 4.8.2: authentication comes first
+                self._authenticate(channel)
+                channel.last_active_ms = now
+                return
             if events & selectors.EVENT_READ:
                 if channel.muted:
                     self._pipelining.add(channel.id)
@@ -156,12 +177,22 @@ class Processor(AbstractServerThread):
                 if send is not None:
                     self._completed_sends.append(send)
             channel.last_active_ms = now
+        except AuthenticationError as exc:       # the one line; the close waits so the client reads the answer
+            log.info("%s: closing connection %s: authentication failed: %s", self.name, channel.id, exc)
+            channel.watch(self._selector, 0)
+            self._failed_authentications[channel.id] = now + self._failed_authentication_delay_ms
         except (InvalidReceiveError, TruncatedFrameError) as exc:
             self._close(channel.id, str(exc), logging.WARNING)
         except EOFError as exc:
             self._close(channel.id, str(exc), logging.DEBUG)
         except OSError as exc:
             self._close(channel.id, f"{type(exc).__name__}: {exc}", logging.INFO)
+
+    def _authenticate(self, channel: KafkaChannel) -> None:
+        channel.prepare()
+        self._update_interest(channel)
+        if channel.ready():
+            log.debug("%s: %s authenticated as %s", self.name, channel.id, channel.principal)
 
     def _process_completed_receives(self) -> None:
         receives, self._completed_receives = self._completed_receives, []
@@ -170,7 +201,7 @@ class Processor(AbstractServerThread):
             if channel is None:
                 continue
             try:
-                request = Request(self.id, receive.source, Session(ANONYMOUS, channel.remote_host),
+                request = Request(self.id, receive.source, Session(channel.principal, channel.remote_host),
                                   receive.payload, self._time.milliseconds(), self.protocol)
             except InvalidRequestError as exc:
                 self._close(receive.source, str(exc), logging.WARNING)
@@ -217,6 +248,7 @@ class Processor(AbstractServerThread):
         channel.watch(self._selector, 0)
         self._inflight_responses.pop(connection_id, None)
         self._pipelining.discard(connection_id)
+        self._failed_authentications.pop(connection_id, None)
         log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
         self.close_socket(channel.socket, channel.remote_host)
         if self._sensors is not None:

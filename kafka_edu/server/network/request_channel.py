@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.network.network_send import Send
+from kafka_edu.common.security.auth import ANONYMOUS
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.network.request_metrics import RequestMetrics
 
@@ -28,7 +29,7 @@ class Session:
     client_address: str
 
 
-ANONYMOUS = "User:ANONYMOUS"
+__all__ = ["ANONYMOUS", "Request", "Response", "ResponseAction", "Session"]   # ANONYMOUS: 4.8's principal
 
 
 class Request:

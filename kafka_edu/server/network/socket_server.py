@@ -4,6 +4,7 @@
 import threading
 
 from kafka_edu.common.metrics.metrics import Metrics
+from kafka_edu.common.network.channel_builders import server_channel_builder
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import Acceptor, open_server_socket
@@ -30,6 +31,8 @@ class SocketServer:
             if end_point.protocol not in SUPPORTED_PROTOCOLS:
                 raise UnsupportedListenerError(f"listener {end_point}: {end_point.protocol} is not supported "
                                                f"(use one of {', '.join(SUPPORTED_PROTOCOLS)})")
+        self.channel_builders = {e.protocol: server_channel_builder(      # 4.8: fails here on a bad setting
+            e.protocol, config["sasl.enabled.mechanisms"], config.originals) for e in self.end_points}
         self.broker_id = config["broker.id"]
         self.num_processor_threads = config["num.network.threads"]
         self.total_processor_threads = self.num_processor_threads * len(self.end_points)
@@ -59,7 +62,8 @@ class SocketServer:
             self.processors.append(Processor(
                 id, self.time, self.config["socket.request.max.bytes"], self.request_channel,
                 self.connection_quotas, self.config["connections.max.idle.ms"],
-                end_point.protocol, self.broker_id, self.metrics))
+                end_point.protocol, self.broker_id, self.metrics, self.channel_builders[end_point.protocol],
+                int(self.config.originals.get("connection.failed.authentication.delay.ms", 100))))
         acceptor = Acceptor(end_point, server_socket, self.config["socket.send.buffer.bytes"],
                             self.broker_id, self.processors[begin:], self.connection_quotas)
         self.acceptors[end_point.protocol] = acceptor

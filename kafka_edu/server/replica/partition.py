@@ -281,7 +281,7 @@ class _IsrMaintenance:
                 log.info("expanding the ISR of %s-%d from %s to %s", self.topic, self.partition_id,
                          sorted(self.in_sync_replicas), sorted(self.in_sync_replicas | {replica_id}))
                 if self._update_isr(self.in_sync_replicas | {replica_id}):
-                    self.replica_manager.isr_expands += 1
+                    self.replica_manager.isr_expand_rate.record()
             return self._maybe_increment_leader_hw(leader, "follower fetch")
 
     def _may_join_isr(self, replica_id: int, fetch_leader_epoch: int) -> bool:
@@ -313,7 +313,7 @@ class _IsrMaintenance:
             log.info("shrinking the ISR of %s-%d from %s to %s", self.topic, self.partition_id,
                      sorted(self.in_sync_replicas), sorted(self.in_sync_replicas - lagging))
             if self._update_isr(self.in_sync_replicas - lagging):
-                self.replica_manager.isr_shrinks += 1
+                self.replica_manager.isr_shrink_rate.record()
             return self._maybe_increment_leader_hw(leader, "ISR shrink")
 
     def _update_isr(self, new_isr: frozenset[int]) -> bool:

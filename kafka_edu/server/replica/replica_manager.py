@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.metrics.metrics import Metrics, Sensor
+from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.common.record import errors as record_errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -105,12 +107,59 @@ class FetchPartitionData:
     records: object
 
 
+# %% book/ch4_server/0501_replica_manager.ipynb 64072a8f
+class BrokerTopicStats:
+    """Kafka's `BrokerTopicMetrics`: meters per topic and for all topics, created at a topic's first use.
+
+    The produce path records once per partition append and the fetch path once per topic of a
+    response, never per record, so a busy broker pays a few sensor updates per request."""
+
+    METERS = ("MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec")
+
+    def __init__(self, metrics: Metrics):
+        self.group = KafkaMetricsGroup(metrics, "kafka.server", "BrokerTopicMetrics")
+        self._lock = threading.Lock()
+        self._topics: dict[str, dict[str, Sensor]] = {}
+        self.all_topics = self._new_meters({})
+
+    def _new_meters(self, tags: dict) -> dict[str, Sensor]:
+        return {name: self.group.new_meter(name, tags) for name in self.METERS}
+
+    def topic(self, topic: str) -> dict[str, Sensor]:
+        meters = self._topics.get(topic)
+        if meters is None:
+            with self._lock:
+                meters = self._topics.get(topic)
+                if meters is None:
+                    meters = self._topics[topic] = self._new_meters({"topic": topic})
+        return meters
+
+    def _mark(self, topic: str, name: str, value: float) -> None:
+        self.topic(topic)[name].record(value)
+        self.all_topics[name].record(value)
+
+    def record_in(self, topic: str, messages: int, size: int) -> None:
+        self._mark(topic, "MessagesInPerSec", messages)
+        self._mark(topic, "BytesInPerSec", size)
+
+    def record_out(self, topic: str, size: int) -> None:
+        self._mark(topic, "BytesOutPerSec", size)
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget a deleted topic's meters."""
+        with self._lock:
+            if self._topics.pop(topic, None) is not None:
+                for name in self.METERS:
+                    self.group.remove_metric(name, {"topic": topic})
+
+
 # %% book/ch4_server/0501_replica_manager.ipynb 232a423a
 class _ReplicaManagerCore:
     """State, start-up and partition lookup (mixin of `ReplicaManager`)."""
 
     def __init__(self, config: KafkaConfig, log_manager, zk_utils, scheduler, metadata_cache,
-                 time: Time = SYSTEM_TIME):
+                 time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
+        """`metrics`: the broker's registry (a private one if not given), for the meters and gauges of 4.9."""
         self.config = config
         self.broker_id = config["broker.id"]
         self.log_manager = log_manager
@@ -137,12 +186,42 @@ class _ReplicaManagerCore:
         self.leadership_listeners: list[Callable[[set, set], None]] = []
         self.delayed_produce_expirations: collections.Counter = collections.Counter()
         self.delayed_fetch_expirations: collections.Counter = collections.Counter()
-        self.isr_expands = self.isr_shrinks = 0        # Kafka's IsrExpandsPerSec / IsrShrinksPerSec counts
+        self.metrics = Metrics(time=time) if metrics is None else metrics
+        self._add_metrics()
         # Beyond 0.10: inter.broker.protocol.version >= 0.11.0 truncates by leader epoch (KIP-101)
         self.truncate_by_leader_epoch = truncates_by_leader_epoch(config)
         self.replica_fetcher_manager = ReplicaFetcherManager(config, self, time)
         self.halt: Callable[[str], None] = halt_process
         self.is_shutting_down = False
+
+    def _add_metrics(self) -> None:
+        group = KafkaMetricsGroup(self.metrics, "kafka.server", "ReplicaManager")
+        self.isr_expand_rate = group.new_meter("IsrExpandsPerSec")
+        self.isr_shrink_rate = group.new_meter("IsrShrinksPerSec")
+        self._isr_counts = {name: self.metrics.metric(group.metric_name("Count", name))
+                            for name in ("IsrExpandsPerSec", "IsrShrinksPerSec")}
+        group.new_gauge("UnderReplicatedPartitions", self.under_replicated_partition_count)
+        group.new_gauge("PartitionCount", lambda: len(self.all_partitions))
+        group.new_gauge("LeaderCount", lambda: sum(1 for p in list(self.all_partitions.values())
+                                                   if p.leader_replica_id == self.broker_id))
+        purgatories = KafkaMetricsGroup(self.metrics, "kafka.server", "DelayedOperationPurgatory")
+        for name, purgatory in (("Produce", self.delayed_produce_purgatory), ("Fetch", self.delayed_fetch_purgatory)):
+            purgatories.new_gauge("PurgatorySize", purgatory.watched, {"delayedOperation": name})
+            purgatories.new_gauge("NumDelayedOperations", purgatory.delayed, {"delayedOperation": name})
+        self.broker_topic_stats = BrokerTopicStats(self.metrics)
+
+    @property
+    def isr_expands(self) -> int:
+        return int(self._isr_counts["IsrExpandsPerSec"].value())
+
+    @property
+    def isr_shrinks(self) -> int:
+        return int(self._isr_counts["IsrShrinksPerSec"].value())
+
+    def under_replicated_partition_count(self) -> int:
+        """Partitions this broker leads whose ISR is smaller than their replica list."""
+        return sum(1 for p in list(self.all_partitions.values())
+                   if p.leader_replica_id == self.broker_id and len(p.in_sync_replicas) < len(p.assigned_replica_map))
 
     def startup(self) -> None:
         lag = self.config["replica.lag.time.max.ms"]
@@ -233,6 +312,8 @@ class _LeaderAndIsrHandling:
                         partition = self.all_partitions.pop(tp, None)
                     if partition is not None:
                         partition.delete()
+                    if not any(t == tp[0] for t, _ in list(self.all_partitions)):
+                        self.broker_topic_stats.remove_topic(tp[0])
                     else:
                         self.log_manager.delete_log(*tp)
                 self.try_complete_delayed_requests(tp)
@@ -337,6 +418,7 @@ class _Appending:
                 results[tp] = (PartitionResponse(error), -1)
                 continue
             if not result.duplicate:
+                self.broker_topic_stats.record_in(tp[0], result.last_offset - result.first_offset + 1, len(records))
                 self.delayed_fetch_purgatory.check_and_complete(tp)
             if result.high_watermark_moved:
                 self.delayed_produce_purgatory.check_and_complete(tp)

@@ -15,7 +15,8 @@ told apart from Spark's. A SparkSession runs in local[2] mode. On topics with tw
 
 For each Spark phase the CPU seconds are split between the driver's JVM, the Python workers it
 forks (all descendants of the JVM), the broker process, and this (driver) Python process, read from
-/proc. Ratios are ours / confluent-kafka's; records/s are medians of --repeats runs.
+/proc. Ratios are ours / confluent-kafka's; records/s are medians of --repeats runs, after one
+untimed Spark pass that starts the Python workers.
 
     python benchmarks/spark.py [--records 1000000] [--repeats 2] [--pipeline-records 10000000]
 """
@@ -146,10 +147,11 @@ def main() -> None:
     try:
         with ClusterAdmin(servers) as admin:
             admin.create_topics([NewTopic(f"{kind}-{r}", 2, 1) for kind in ("spark", "confluent")
-                                 for r in range(args.repeats)])
+                                 for r in range(args.repeats)] + [NewTopic("warm-up", 2, 1)])
         rows = spark.range(n, numPartitions=2).select(F.lit(VALUE).alias("value"))
         sink = lambda topic: (rows.write.format("kafka_edu").mode("append")    # noqa: E731
                               .option("kafka.bootstrap.servers", servers).option("topic", topic).save())
+        sink("warm-up")                                 # starts the Python workers; not timed
         ours_w, theirs_w = [], []
         for r in range(args.repeats):
             with split() as cpu:
@@ -161,6 +163,7 @@ def main() -> None:
 
         load = lambda: (spark.read.format("kafka_edu").option("kafka.bootstrap.servers", servers)  # noqa: E731
                         .option("subscribe", "spark-0").load())
+        load().write.format("noop").mode("overwrite").save()      # warm-up, not timed
         ours_r, theirs_r = [], []
         for _ in range(args.repeats):
             with split() as cpu:

@@ -171,6 +171,7 @@ class NetworkClient:
         if (metadata is None) == (metadata_updater is None):
             raise ValueError("give either a Metadata or a MetadataUpdater")
         self.selector = selector
+        self.authentication_errors: dict[str, Exception] = {}   # node -> why its last login failed
         self.client_id = client_id
         self.metadata_updater = metadata_updater or DefaultMetadataUpdater(self, metadata)
         self.connection_states = ClusterConnectionStates(reconnect_backoff_ms)
@@ -338,6 +339,8 @@ class NetworkClient:
     def _handle_disconnections(self, responses: list, now: int) -> None:
         for node in self.selector.disconnected:
             log.debug("node %s disconnected", node)
+            if node in self.selector.authentication_errors:      # 4.8: kept until a login succeeds
+                self.authentication_errors[node] = self.selector.authentication_errors[node]
             self._process_disconnection(responses, node, now)
         if self.selector.disconnected:
             self.metadata_updater.request_update()
@@ -353,6 +356,7 @@ class NetworkClient:
 
     def _handle_connections(self, now: int) -> None:
         for node in self.selector.connected:
+            self.authentication_errors.pop(node, None)
             if self.discover_broker_versions:
                 self.connection_states.checking_api_versions(node)
                 self._send_api_versions_request(node, ApiKeys.API_VERSIONS.max_version, now)

@@ -76,12 +76,12 @@ def verify(spark: SparkSession, servers: str, work: Path, watermark: str, source
     def read(topic: str) -> DataFrame:
         return spark.read.format("kafka_edu").option("kafka.bootstrap.servers", servers).option("subscribe", topic).load()
 
-    clicks = parse_clicks(read(source))
+    clicks = parse_clicks(read(source)).cache()                      # read from Kafka once, used twice
     closed = F.to_timestamp(F.lit(watermark.replace("Z", "")))      # the session's time zone is UTC
-    expected = windowed_counts(clicks, watermark="").where(F.col("end") <= closed)
-    parquet = spark.read.parquet(str(work / "counts")).drop("batch")
+    expected = windowed_counts(clicks, watermark="").where(F.col("end") <= closed).cache()
+    parquet = spark.read.parquet(str(work / "counts")).drop("batch").cache()
     schema = "start timestamp, end timestamp, page string, count long"
-    topic = read(sink).select(F.from_json(F.col("value").cast("string"), schema).alias("c")).select("c.*")
+    topic = read(sink).select(F.from_json(F.col("value").cast("string"), schema).alias("c")).select("c.*").cache()
     return {"records": clicks.count(), "windows": expected.count(), "parquet rows": parquet.count(),
             "topic rows": topic.count(),
             "parquet mismatches": expected.exceptAll(parquet).count() + parquet.exceptAll(expected).count(),

@@ -10,7 +10,8 @@ from external import wait_for
 
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import BindError
-from kafka_edu.server.network.socket_server import SocketServer, UnsupportedListenerError
+from kafka_edu.common.network.channel_builders import SecurityConfigError
+from kafka_edu.server.network.socket_server import SocketServer
 
 BROKER_THREAD_PREFIXES = ("kafka-socket-acceptor-", "kafka-network-thread-", "kafka-request-handler-")
 
@@ -208,8 +209,8 @@ def test_a_port_in_use_fails_startup_with_bind_error(port):
     assert broker_threads() == []
 
 
-def test_tls_listeners_are_refused():
-    with pytest.raises(UnsupportedListenerError, match="SSL"):
+def test_a_tls_listener_without_a_keystore_is_refused_naming_the_key():
+    with pytest.raises(SecurityConfigError, match="ssl.keystore.location"):
         SocketServer(KafkaConfig({"listeners": "SSL://127.0.0.1:0"}))
 
 

@@ -68,6 +68,14 @@ def test_api_versions_before_handshake_then_login_as_alice(broker):
         assert [b.port for b in metadata.brokers] == [broker.bound_port("SASL_PLAINTEXT")]
 
 
+def test_sasl_authenticate_v0_after_handshake_v1(broker):
+    with connect(broker) as conn:
+        assert conn.call(ApiKeys.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
+        answer = conn.call(ApiKeys.SASL_AUTHENTICATE, 0, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert answer.error_code == 0
+        assert conn.call(ApiKeys.METADATA, 1, {"topics": []}).brokers
+
+
 def test_handshake_v0_with_raw_tokens(broker):
     with connect(broker) as conn:
         assert conn.call(ApiKeys.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).mechanisms == ["PLAIN"]

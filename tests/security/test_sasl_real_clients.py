@@ -60,7 +60,7 @@ def test_confluent_kafka(broker):
         errors = []
         bad = Producer(confluent_config(broker, user, password, mechanism, error_cb=errors.append))
         with pytest.raises(KafkaException):
-            bad.list_topics(timeout=3)
+            bad.list_topics(timeout=2)
         bad.poll(0.5)
         assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), (user, mechanism, errors)
         assert "sasl-confluent" in good.list_topics(timeout=5).topics     # unaffected
@@ -80,10 +80,10 @@ def test_kafka_python(broker, caplog):
     good = kafka.KafkaProducer(**kafka_python_config(broker, "alice", "alice-secret"))
     assert good.send("sasl-kafka-python", b"v1").get(timeout=15).offset == 0
     for (user, password, mechanism), error in zip(BAD, ["SaslAuthenticationFailedError"] * 2 +
-                                                  ["UnsupportedSaslMechanismError"]):
+                                                  ["UnsupportedSaslMechanismError"], strict=True):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(kafka.errors.KafkaError):
-            kafka.KafkaProducer(**kafka_python_config(broker, user, password, mechanism), max_block_ms=1500)
+            kafka.KafkaProducer(**kafka_python_config(broker, user, password, mechanism), max_block_ms=1500, reconnect_backoff_max_ms=100, bootstrap_timeout_ms=1500)
         assert error in caplog.text, (user, mechanism)
         assert good.send("sasl-kafka-python", b"v2").get(timeout=15).offset >= 1     # unaffected
     good.close()
@@ -92,7 +92,7 @@ def test_kafka_python(broker, caplog):
 # ---------------------------------------------------------------- kcat
 
 def run_kcat(kcat, broker, user, password, mechanism="PLAIN"):
-    return subprocess.run([kcat, "-b", bootstrap(broker), "-L", "-m", "3", "-X", "security.protocol=SASL_PLAINTEXT",
+    return subprocess.run([kcat, "-b", bootstrap(broker), "-L", "-m", "2", "-X", "security.protocol=SASL_PLAINTEXT",
                            "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}",
                            "-X", f"sasl.password={password}"], capture_output=True, text=True, timeout=30)
 

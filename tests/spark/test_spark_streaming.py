@@ -4,6 +4,7 @@ while the query is down, and the streaming sink."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -32,6 +33,7 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, servers, topic, 
     first = run_to_parquet(spark, servers, name, tmp_path, maxOffsetsPerTrigger="250")
     assert [p["numInputRows"] for p in first] == [250, 250, 100]
     assert first[-1]["sources"][0]["endOffset"] == {name: {"0": 300, "1": 300}}
+    assert first[0]["sources"][0]["latestOffset"] == {name: {"0": 300, "1": 300}}    # reportLatestOffset: lag
     offsets_log = sorted((tmp_path / "checkpoint" / "offsets").glob("[0-9]*"), key=lambda f: int(f.name))
     assert json.loads(offsets_log[-1].read_text().splitlines()[-1]) == {name: {"0": 300, "1": 300}}
 
@@ -82,3 +84,23 @@ def test_streaming_option_errors_at_start(spark, servers):
         (spark.readStream.format("kafka_edu").option("kafka.bootstrap.servers", servers).option("subscribe", "x")
          .option("endingOffsets", "latest").load().writeStream.format("noop").start().awaitTermination(30))
     assert "Ending offset not valid in streaming queries" in str(e.value)
+
+
+def test_partitions_added_while_running_are_picked_up(spark, servers, topic, produce):
+    name = topic(1)
+    produce(name, [b"before"], partition=0)
+    query = (stream(spark, servers, name).selectExpr("partition", "CAST(value AS STRING) v").writeStream
+             .format("memory").queryName("added_partitions").trigger(processingTime="200 milliseconds").start())
+    try:
+        seen = lambda: {(r.partition, r.v) for r in spark.sql("SELECT * FROM added_partitions").collect()}  # noqa: E731
+        deadline = time.monotonic() + 60
+        while (0, "before") not in seen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with ClusterAdmin(servers) as admin:
+            admin.create_partitions({name: 2})
+        produce(name, [b"after"], partition=1)
+        while (1, "after") not in seen() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert seen() == {(0, "before"), (1, "after")}
+    finally:
+        query.stop()

@@ -105,7 +105,7 @@ class Sensor:
         self._time = time
         self.inactive_expiration_ms = inactive_expiration_ms
         self.last_record_ms = time.milliseconds()
-        self.stats: list = []
+        self.stats: list[tuple] = []                    # (stat, the config it records and is measured with)
         self.metrics: list[KafkaMetric] = []
         self._quota_metrics: list[KafkaMetric] = []      # checked after every record: kept apart
         self.lock = threading.Lock()
@@ -122,8 +122,8 @@ class Sensor:
             now_ms = self._time.milliseconds()
         self.last_record_ms = now_ms
         with self.lock:
-            for stat in self.stats:
-                stat.record(self.config, value, now_ms)
+            for stat, config in self.stats:
+                stat.record(config, value, now_ms)
             if self._quota_metrics:
                 self._check_quotas(now_ms)
         for parent in self.parents:
@@ -151,7 +151,7 @@ class Sensor:
                 self.metrics.append(metric)
                 if metric.config.quota is not None:
                     self._quota_metrics.append(metric)
-            self.stats.append(stat)
+            self.stats.append((stat, config or self.config))
 
     def has_expired(self) -> bool:
         limit = self.inactive_expiration_ms

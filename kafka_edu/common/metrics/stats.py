@@ -76,7 +76,8 @@ class SampledStat(ABC):
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         sample = self.samples[self.current_index] if self.samples else self.current(now_ms)
-        if sample.is_complete(now_ms, config):
+        # Sample.is_complete inlined: this line runs for every stat of every value a broker records
+        if now_ms - sample.last_window_ms >= config.time_window_ms or sample.event_count >= config.event_window:
             sample = self._advance(config, now_ms)
         self.update(sample, config, value, now_ms)
         sample.event_count += 1
@@ -163,7 +164,8 @@ class Max(SampledStat):
         super().__init__(-math.inf)
 
     def update(self, sample, config, value, now_ms):
-        sample.value = max(sample.value, float(value))
+        if value > sample.value:
+            sample.value = float(value)
 
     def combine(self, samples, config, now_ms):
         return max((s.value for s in samples), default=-math.inf)
@@ -176,7 +178,8 @@ class Min(SampledStat):
         super().__init__(math.inf)
 
     def update(self, sample, config, value, now_ms):
-        sample.value = min(sample.value, float(value))
+        if value < sample.value:
+            sample.value = float(value)
 
     def combine(self, samples, config, now_ms):
         return min((s.value for s in samples), default=math.inf)

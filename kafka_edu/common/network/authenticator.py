@@ -170,8 +170,8 @@ class SaslServerAuthenticator(_FrameIO):
                 self._queue(_response(header, {"error_code": Errors.UNSUPPORTED_VERSION.code,
                                                "api_keys": all_api_versions()}, version=0))
                 return                       # the client retries with a version we speak
+            self._set_state(SaslServerState.HANDSHAKE_REQUEST)        # before the answer leaves: traces stay ordered
             self._queue(_response(header, {"error_code": 0, "api_keys": all_api_versions(), "throttle_time_ms": 0}))
-            self._set_state(SaslServerState.HANDSHAKE_REQUEST)
         elif body is None:
             raise IllegalSaslStateError(f"SaslHandshake v{header.api_version} is not supported")
         else:
@@ -187,8 +187,8 @@ class SaslServerAuthenticator(_FrameIO):
             return
         self._sasl_server = self._server_factory(mechanism)
         self._handshake_version = header.api_version
-        self._queue(_response(header, {"error_code": 0, "mechanisms": self.enabled_mechanisms}))
         self._set_state(SaslServerState.AUTHENTICATE)
+        self._queue(_response(header, {"error_code": 0, "mechanisms": self.enabled_mechanisms}))
 
     def _handle_token_frame(self, frame: bytearray) -> None:
         if self._handshake_version == 0:             # 0.10: the frame is the token itself
@@ -261,6 +261,7 @@ class SaslClientAuthenticator(_FrameIO):
         return encode_request(header, body)[4:]
 
     def _send_token(self, token: bytes) -> None:
+        self._trace(f"sends token {self._client.describe(token)}")
         if self._handshake_version == 0:
             self._queue(token)
         else:
@@ -280,12 +281,14 @@ class SaslClientAuthenticator(_FrameIO):
             state = self.state
             if state is SaslClientState.SEND_HANDSHAKE_REQUEST:
                 self._set_state(SaslClientState.RECEIVE_HANDSHAKE_RESPONSE)
+                self._trace(f"sends SaslHandshake v{self._handshake_version} mechanism={self._client.mechanism}")
                 self._queue(self._request(ApiKeys.SASL_HANDSHAKE, self._handshake_version,
                                           {"mechanism": self._client.mechanism}))
             elif state is SaslClientState.RECEIVE_HANDSHAKE_RESPONSE:
                 if (frame := self._read_frame()) is None:
                     return
                 _, body = decode_response(frame, ApiKeys.SASL_HANDSHAKE, self._handshake_version)
+                self._trace(f"handshake answer: error {body.error_code}, mechanisms {list(body.mechanisms)}")
                 if body.error_code == Errors.UNSUPPORTED_SASL_MECHANISM.code:
                     self._fail(UnsupportedSaslMechanismError(
                         f"{self._client.mechanism} is not enabled; the broker offers {list(body.mechanisms)}"))

@@ -9,8 +9,11 @@ from kafka_edu.common.network.authenticator import (
 from kafka_edu.common.network.kafka_channel import KafkaChannel
 from kafka_edu.common.security.jaas import JaasConfigError, parse_jaas_config, parse_jaas_file, server_jaas_options
 from kafka_edu.common.security.plain import PlainSaslClient, PlainSaslServer
+from kafka_edu.common.network.ssl_transport import SslTransportLayer, client_ssl_context, server_ssl_context
+from kafka_edu.common.security.scram import HASHES, CredentialLookup, ScramSaslClient, ScramSaslServer
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+SSL_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})      # 4.8.4: TLS under the channel
 
 
 class SecurityConfigError(ValueError):
@@ -24,61 +27,90 @@ class PlaintextChannelBuilder:
         return KafkaChannel(id, sock, max_receive_size, remote_host)
 
 
-class SaslServerChannelBuilder:
-    """Broker channels that run a SaslServerAuthenticator before any request."""
+class SslChannelBuilder:
+    """Channels over TLS (4.8.4): the transport's handshake must finish before any request."""
+
+    def __init__(self, context, server_side: bool):
+        self.ssl_context, self._server_side = context, server_side
+
+    def _transport(self, sock: socket.socket, remote_host: str):
+        if self.ssl_context is None:
+            return None
+        return SslTransportLayer(sock, self.ssl_context, self._server_side, None if self._server_side else remote_host)
+
+    def build_channel(self, id: str, sock: socket.socket, max_receive_size: int, remote_host: str = "") -> KafkaChannel:
+        return KafkaChannel(id, sock, max_receive_size, remote_host, transport=self._transport(sock, remote_host))
+
+
+class SaslServerChannelBuilder(SslChannelBuilder):
+    """Broker channels that run a SaslServerAuthenticator before any request (over TLS on SASL_SSL)."""
 
     def __init__(self, enabled_mechanisms: Sequence[str], server_factories: Mapping[str, Callable[[], object]],
-                 max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE, trace: TraceHook | None = None):
+                 max_receive_size: int = DEFAULT_SASL_MAX_RECEIVE_SIZE, trace: TraceHook | None = None,
+                 ssl_context=None):
+        super().__init__(ssl_context, server_side=True)
         self.enabled_mechanisms = list(enabled_mechanisms)
         self._factories = dict(server_factories)
         self._max_receive_size = max_receive_size
         self.trace = trace
 
     def build_channel(self, id: str, sock: socket.socket, max_receive_size: int, remote_host: str = "") -> KafkaChannel:
-        authenticator = SaslServerAuthenticator(id, sock, self.enabled_mechanisms, lambda m: self._factories[m](),
-                                                self._max_receive_size, self.trace)
-        return KafkaChannel(id, sock, max_receive_size, remote_host, authenticator)
+        transport = self._transport(sock, remote_host)
+        authenticator = SaslServerAuthenticator(id, transport or sock, self.enabled_mechanisms,
+                                                lambda m: self._factories[m](), self._max_receive_size, self.trace)
+        return KafkaChannel(id, sock, max_receive_size, remote_host, authenticator, transport)
 
 
-class SaslClientChannelBuilder:
-    """Client channels that log in with one mechanism before the first request."""
+class SaslClientChannelBuilder(SslChannelBuilder):
+    """Client channels that log in with one mechanism before the first request (over TLS on SASL_SSL)."""
 
     def __init__(self, client_factory: Callable[[], object], client_id: str = "kafka-edu",
-                 handshake_version: int = 1, trace: TraceHook | None = None):
+                 handshake_version: int = 1, trace: TraceHook | None = None, ssl_context=None):
+        super().__init__(ssl_context, server_side=False)
         self._client_factory = client_factory
         self._client_id = client_id
         self._handshake_version = handshake_version
         self.trace = trace
 
     def build_channel(self, id: str, sock: socket.socket, max_receive_size: int, remote_host: str = "") -> KafkaChannel:
-        authenticator = SaslClientAuthenticator(id, sock, self._client_factory(), self._client_id,
+        transport = self._transport(sock, remote_host)
+        authenticator = SaslClientAuthenticator(id, transport or sock, self._client_factory(), self._client_id,
                                                 self._handshake_version, self.trace)
-        return KafkaChannel(id, sock, max_receive_size, remote_host, authenticator)
+        return KafkaChannel(id, sock, max_receive_size, remote_host, authenticator, transport)
 
 
-def _server_factory(mechanism: str, options: Mapping[str, str]) -> Callable[[], object]:
-    if mechanism == "PLAIN":
-        if not any(k.startswith("user_") for k in options):
-            raise SecurityConfigError("the JAAS KafkaServer section for PLAIN defines no user_<name> option")
-        return lambda: PlainSaslServer(options)
-    raise SecurityConfigError(f"sasl.enabled.mechanisms: {mechanism} is not supported by kafka-edu "
-                              "(supported: PLAIN)")
+def _server_factory(protocol: str, mechanism: str, config: Mapping[str, object],
+                    credentials: CredentialLookup | None) -> Callable[[], object]:
+    if mechanism in HASHES:                        # SCRAM (4.8.3): credentials from ZooKeeper
+        if credentials is None:
+            raise SecurityConfigError(f"sasl.enabled.mechanisms: {mechanism} needs a credential store")
+        return lambda: ScramSaslServer(mechanism, credentials)
+    if mechanism != "PLAIN":
+        raise SecurityConfigError(f"sasl.enabled.mechanisms: {mechanism} is not supported by kafka-edu "
+                                  f"(supported: PLAIN, {', '.join(HASHES)})")
+    try:
+        options = server_jaas_options(config, protocol, mechanism)
+    except (JaasConfigError, OSError) as exc:
+        raise SecurityConfigError(f"listener {protocol}: {exc}") from None
+    if not any(k.startswith("user_") for k in options):
+        raise SecurityConfigError("the JAAS KafkaServer section for PLAIN defines no user_<name> option")
+    return lambda: PlainSaslServer(options)
 
 
 def server_channel_builder(protocol: str, enabled_mechanisms: Sequence[str], config: Mapping[str, object],
-                           trace: TraceHook | None = None):
+                           credentials: CredentialLookup | None = None, trace: TraceHook | None = None):
     """The builder for one broker listener; `config` holds the broker's original keys."""
-    if protocol not in SASL_PROTOCOLS:
-        return PlaintextChannelBuilder()
-    factories = {}
-    for mechanism in enabled_mechanisms:
+    context = None
+    if protocol in SSL_PROTOCOLS:
         try:
-            options = server_jaas_options(config, protocol, mechanism)
-        except (JaasConfigError, OSError) as exc:
+            context = server_ssl_context(config)
+        except (ValueError, OSError) as exc:
             raise SecurityConfigError(f"listener {protocol}: {exc}") from None
-        factories[mechanism] = _server_factory(mechanism, options)
+    if protocol not in SASL_PROTOCOLS:
+        return PlaintextChannelBuilder() if context is None else SslChannelBuilder(context, server_side=True)
+    factories = {m: _server_factory(protocol, m, config, credentials) for m in enabled_mechanisms}
     max_receive = int(config.get("sasl.server.max.receive.size", DEFAULT_SASL_MAX_RECEIVE_SIZE))
-    return SaslServerChannelBuilder(enabled_mechanisms, factories, max_receive, trace)
+    return SaslServerChannelBuilder(enabled_mechanisms, factories, max_receive, trace, context)
 
 
 def _client_credentials(config: Mapping[str, object]) -> tuple[str, str]:
@@ -102,12 +134,19 @@ def _client_credentials(config: Mapping[str, object]) -> tuple[str, str]:
 def client_channel_builder(config: Mapping[str, object], trace: TraceHook | None = None):
     """The builder a client's selector uses, from Kafka's client keys."""
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+    try:
+        context = client_ssl_context(config) if protocol in SSL_PROTOCOLS else None
+    except (ValueError, OSError) as exc:
+        raise SecurityConfigError(f"ssl: {exc}") from None
     if protocol not in SASL_PROTOCOLS:
-        return PlaintextChannelBuilder()
+        return PlaintextChannelBuilder() if context is None else SslChannelBuilder(context, server_side=False)
     mechanism = str(config.get("sasl.mechanism", "GSSAPI")).upper()
     username, password = _client_credentials(config)
-    if mechanism != "PLAIN":
+    if mechanism == "PLAIN":
+        factory = lambda: PlainSaslClient(username, password)  # noqa: E731
+    elif mechanism in HASHES:
+        factory = lambda: ScramSaslClient(mechanism, username, password)  # noqa: E731
+    else:
         raise SecurityConfigError(f"sasl.mechanism: {mechanism} is not supported by kafka-edu's clients")
     client_id = str(config.get("client.id") or "kafka-edu")
-    return SaslClientChannelBuilder(lambda: PlainSaslClient(username, password), client_id,
-                                    int(config.get("sasl.handshake.version", 1)), trace)
+    return SaslClientChannelBuilder(factory, client_id, int(config.get("sasl.handshake.version", 1)), trace, context)

@@ -13,7 +13,7 @@ class KafkaChannel:
     """A connection's socket plus its partial receive, pending send, mute state and authenticator (4.8)."""
 
     def __init__(self, id: str, sock: socket.socket, max_receive_size: int = UNLIMITED,
-                 remote_host: str = "", authenticator=None):
+                 remote_host: str = "", authenticator=None, transport=None):
         self.id = id
         self.socket = sock
         self.remote_host = remote_host
@@ -24,18 +24,34 @@ class KafkaChannel:
         self._send: Send | None = None
         self._watched = 0          # the events last registered with the selector thread's selector
         self.authenticator = authenticator   # None: nothing to prove (PLAINTEXT)
+        self.transport = transport           # None: the socket itself; TLS: an SslTransportLayer (4.8.4)
+        self._io = transport or sock         # what frames are read from and written to
 
     def ready(self) -> bool:
         """True once the authenticator (if any) is done: only then may requests flow."""
-        return self.authenticator is None or self.authenticator.complete()
+        return ((self.transport is None or self.transport.ready())
+                and (self.authenticator is None or self.authenticator.complete()))
 
     def prepare(self) -> None:
         """Let the authenticator do the I/O it can now (4.8.2); it raises AuthenticationError on failure."""
-        self.authenticator.authenticate()
+        if self.transport is not None and not self.transport.ready():
+            self.transport.handshake()
+            if not self.transport.ready():
+                return
+        if self.transport is not None and not self.transport.flush():
+            return                                  # the last TLS records must leave first
+        if self.authenticator is not None:
+            self.authenticator.authenticate()
+
+    def has_buffered_read(self) -> bool:
+        """Decrypted bytes wait in the TLS transport, where select cannot see them."""
+        return self.transport is not None and self.transport.has_buffered_read()
 
     @property
     def principal(self) -> str:
-        return ANONYMOUS if self.authenticator is None else self.authenticator.principal()
+        if self.authenticator is not None:
+            return self.authenticator.principal()
+        return ANONYMOUS if self.transport is None else self.transport.principal()
 
     def mute(self) -> None:
         """Stop reading from this connection (its request is being processed)."""
@@ -56,7 +72,7 @@ class KafkaChannel:
         """Read what has arrived; return the frame once complete."""
         if self._receive is None:
             self._receive = NetworkReceive(self.id, self.max_receive_size)
-        self._receive.read_from(self.socket)
+        self._receive.read_from(self._io)
         if not self._receive.complete():
             return None
         done, self._receive = self._receive, None
@@ -64,9 +80,11 @@ class KafkaChannel:
 
     def write(self) -> Send | None:
         """Write what the socket accepts; return the send once completely written."""
+        if self.transport is not None and not self.transport.flush():
+            return None
         if self._send is None:
             return None
-        self._send.write_to(self.socket)
+        self._send.write_to(self._io)
         if not self._send.completed():
             return None
         done, self._send = self._send, None
@@ -74,10 +92,15 @@ class KafkaChannel:
 
     def interest(self) -> int:
         """The selector events this connection waits for in its current state."""
+        if self.transport is not None and not self.transport.ready():
+            return self.transport.interest()
         if not self.ready():
-            return self.authenticator.interest()
-        events = 0 if self.muted else selectors.EVENT_READ
-        return events | (selectors.EVENT_WRITE if self._send is not None else 0)
+            events = self.authenticator.interest()
+        else:
+            events = (0 if self.muted else selectors.EVENT_READ) | (selectors.EVENT_WRITE if self._send is not None else 0)
+        if self.transport is not None and self.transport.has_pending_writes():
+            events |= selectors.EVENT_WRITE         # ciphertext the socket has not taken yet
+        return events
 
     def watch(self, selector: selectors.BaseSelector, events: int) -> None:
         """Make `selector` wait for exactly `events` on this socket (0: not at all).

@@ -150,7 +150,8 @@ class KSelector:
         if timeout_ms < 0:
             raise ValueError(f"timeout must be >= 0, got {timeout_ms}")
         self._clear()
-        if self._immediately_connected or self._has_unmuted_staged_receives():
+        buffered = [c for c in self.channels.values() if not c.muted and c.has_buffered_read()]
+        if self._immediately_connected or self._has_unmuted_staged_receives() or buffered:
             timeout_ms = 0
         sensors = self._sensors
         select_start_ns = self._time.nanoseconds() if sensors is not None else 0
@@ -160,6 +161,9 @@ class KSelector:
         for id in immediately:
             if id in self.channels:
                 self._poll_channel(self.channels[id], selectors.EVENT_WRITE, now_ns)
+        for channel in buffered:                    # 4.8.4: decrypted bytes select cannot see
+            if channel.id in self.channels and not any(key.data is channel for key, _ in ready):
+                self._poll_channel(channel, selectors.EVENT_READ, now_ns)
         for key, events in ready:
             if key.data is self._wakeup:
                 self._wakeup.drain()

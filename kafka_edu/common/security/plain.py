@@ -55,6 +55,9 @@ class PlainSaslClient:
     def is_complete(self) -> bool:
         return self._sent
 
+    def describe(self, token: bytes) -> str:
+        return mask_plain_token(token)
+
 
 def mask_plain_token(token: bytes) -> str:
     """A PLAIN token for humans: the password replaced by asterisks."""

@@ -138,11 +138,17 @@ class Processor(AbstractServerThread):
     def _poll(self, timeout_ms: int) -> None:
         sensors = self._sensors
         select_start_ns = self._time.nanoseconds() if sensors is not None else 0
+        buffered = [c for c in self._channels.values() if not c.muted and c.has_buffered_read()]
+        if buffered:
+            timeout_ms = 0                               # 4.8.4: TLS holds bytes select cannot see
         if self._failed_authentications:
             timeout_ms = max(0, min(timeout_ms, min(self._failed_authentications.values()) - self._time.milliseconds()))
         ready = self._selector.select(timeout_ms / 1000)
         now = self._time.milliseconds()
         io_start_ns = self._time.nanoseconds() if sensors is not None else 0
+        for channel in buffered:
+            if channel.id in self._channels and not any(key.data is channel for key, _ in ready):
+                self._handle_io(channel, selectors.EVENT_READ, now)
         for key, events in ready:
             channel = key.data
             if channel is self._wakeup:

@@ -5,6 +5,7 @@ import threading
 
 from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.network.channel_builders import server_channel_builder
+from kafka_edu.common.security.scram import CredentialLookup
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import Acceptor, open_server_socket
@@ -12,27 +13,17 @@ from kafka_edu.server.network.connection_quotas import ConnectionQuotas
 from kafka_edu.server.network.processor import Processor
 from kafka_edu.server.network.request_channel import RequestChannel
 
-SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
-
-
-class UnsupportedListenerError(ValueError):
-    """A listener whose security protocol this broker cannot serve yet."""
-
-
 class SocketServer:
     """Acceptors, Processors and the RequestChannel between them and the handlers."""
 
-    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
+    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME, metrics: Metrics | None = None,
+                 credentials: CredentialLookup | None = None):
         self.config = config
         self.time = time
         self.metrics = metrics
         self.end_points = list(config.listeners)
-        for end_point in self.end_points:
-            if end_point.protocol not in SUPPORTED_PROTOCOLS:
-                raise UnsupportedListenerError(f"listener {end_point}: {end_point.protocol} is not supported "
-                                               f"(use one of {', '.join(SUPPORTED_PROTOCOLS)})")
         self.channel_builders = {e.protocol: server_channel_builder(      # 4.8: fails here on a bad setting
-            e.protocol, config["sasl.enabled.mechanisms"], config.originals) for e in self.end_points}
+            e.protocol, config["sasl.enabled.mechanisms"], config.originals, credentials) for e in self.end_points}
         self.broker_id = config["broker.id"]
         self.num_processor_threads = config["num.network.threads"]
         self.total_processor_threads = self.num_processor_threads * len(self.end_points)

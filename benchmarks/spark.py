@@ -76,8 +76,9 @@ class CpuSplit:
         self.jvm_pid, self.broker_pid = jvm_pid, broker_pid
 
     def sample(self) -> dict[str, float]:
-        return {"JVM": cpu_seconds(self.jvm_pid),
-                "Python workers": sum(cpu_seconds(p, True) for p in descendants(self.jvm_pid)),
+        jvm, with_reaped = cpu_seconds(self.jvm_pid), cpu_seconds(self.jvm_pid, True)
+        return {"JVM": jvm,      # workers that exited are counted in the JVM's children's time
+                "Python workers": with_reaped - jvm + sum(cpu_seconds(p, True) for p in descendants(self.jvm_pid)),
                 "broker": cpu_seconds(self.broker_pid), "driver (Python)": cpu_seconds(os.getpid())}
 
     def __enter__(self) -> "CpuSplit":

@@ -6,7 +6,8 @@ from typing import NamedTuple
 
 from kafka_edu.clients.admin import ClusterAdmin, UnknownTopicOrPartitionError
 from kafka_edu.common.cluster import TopicPartition
-from kafka_edu.spark.options import EARLIEST, LATEST, KafkaOptionError, KafkaSourceOptions, OffsetSpec
+from kafka_edu.spark.options import (EARLIEST, LATEST, KafkaOptionError, KafkaSourceOptions, OffsetSpec,
+                                     consumer_config)
 
 
 class OffsetRange(NamedTuple):
@@ -52,8 +53,9 @@ class KafkaOffsetReader:
 
     def __init__(self, options: KafkaSourceOptions):
         self.options = options
+        timeout_ms = consumer_config(options.bootstrap_servers, options.params)["request.timeout.ms"]
         self.admin = ClusterAdmin(options.bootstrap_servers, client_id="kafka-edu-spark-driver",
-                                  request_timeout_ms=int(options.params.get("request.timeout.ms", 30_000)))
+                                  request_timeout_ms=timeout_ms)
 
     def close(self) -> None:
         self.admin.close()

@@ -9,6 +9,7 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
 from kafka_edu.spark.arrow_records import RecordColumns
+from kafka_edu.spark.options import consumer_config
 
 log = logging.getLogger(__name__)
 RETRIABLE = (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
@@ -38,13 +39,11 @@ class OffsetRangeReader:
     """Reads offset ranges of partitions from their leaders as Arrow batches (one per Fetch)."""
 
     def __init__(self, bootstrap_servers: str, params: dict | None = None):
-        params = dict(params or {})
-        self.timeout_ms = int(params.get("request.timeout.ms", 30_000))
-        self.backoff_ms = int(params.get("retry.backoff.ms", 100))
-        self.max_wait_ms = int(params.get("fetch.max.wait.ms", 100))
-        self.partition_bytes = int(params.get("max.partition.fetch.bytes", 8 << 20))
-        self.check_crcs = str(params.get("check.crcs", "true")).lower() == "true"
-        self.admin = ClusterAdmin(bootstrap_servers, client_id=params.get("client.id", "kafka-edu-spark"),
+        config = consumer_config(bootstrap_servers, dict(params or {}))
+        self.timeout_ms, self.backoff_ms = config["request.timeout.ms"], config["retry.backoff.ms"]
+        self.max_wait_ms, self.partition_bytes = config["fetch.max.wait.ms"], config["max.partition.fetch.bytes"]
+        self.check_crcs = config["check.crcs"]
+        self.admin = ClusterAdmin(bootstrap_servers, client_id=config["client.id"],
                                   request_timeout_ms=self.timeout_ms, retry_backoff_ms=self.backoff_ms)
         self.leaders: dict[TopicPartition, object] = {}
         self.fetches = 0

@@ -5,6 +5,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from kafka_edu.clients.consumer.kafka_consumer import CONSUMER_CONFIG
+from kafka_edu.clients.producer.producer_config import ProducerConfig
 from kafka_edu.common.cluster import TopicPartition
 
 EARLIEST, LATEST = -2, -1          # the ListOffsets sentinels, as in Spark's offset JSON
@@ -103,6 +105,18 @@ def kafka_params(options: dict) -> dict[str, str]:
     return params
 
 
+# Where the source's needs differ from a consumer's defaults: fail fast, fetch big, wait little.
+SOURCE_CLIENT_DEFAULTS = {"request.timeout.ms": 30_000, "max.partition.fetch.bytes": 8 << 20,
+                          "fetch.max.wait.ms": 100, "client.id": "kafka-edu-spark"}
+BYTES_SERIALIZER = "kafka_edu.clients.producer.serializers.ByteArraySerializer"
+
+
+def consumer_config(servers: str, params: dict) -> dict:
+    """The `kafka.` options as typed consumer settings (3.4.9's ConfigDef): a bad value fails here,
+    naming its key; an unknown key is logged."""
+    return CONSUMER_CONFIG.parse({**SOURCE_CLIENT_DEFAULTS, **params, "bootstrap.servers": servers})
+
+
 def bootstrap_servers(options: dict, role: str = "consumer") -> str:
     servers = options.get("kafka.bootstrap.servers", "").strip()
     if not servers:
@@ -158,12 +172,13 @@ class KafkaSourceOptions:
                                     "latest" if streaming else "earliest")
         if streaming and "endingoffsets" in options:
             raise KafkaOptionError("Ending offset not valid in streaming queries")
+        params = kafka_params(options)
+        consumer_config(servers, params)
         return cls(servers, strategy, topics, value if strategy == "subscribepattern" else "", partitions,
                    starting, _offset_spec("endingOffsets", options.get("endingoffsets"), "latest"),
                    _positive(options, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
                    _positive(options, "minpartitions", "minPartitions"),
-                   _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False),
-                   kafka_params(options))
+                   _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False), params)
 
     def for_batch(self) -> "KafkaSourceOptions":
         """Refuse what only a batch query forbids: ranges that would move while the query runs."""
@@ -194,4 +209,11 @@ class KafkaSinkOptions:
     @classmethod
     def parse(cls, options) -> "KafkaSinkOptions":
         options = {str(k).lower(): str(v) for k, v in dict(options).items()}
-        return cls(bootstrap_servers(options, "producer"), options.get("topic") or None, kafka_params(options))
+        sink = cls(bootstrap_servers(options, "producer"), options.get("topic") or None, kafka_params(options))
+        ProducerConfig(sink.producer_configs())           # bad producer settings fail on the driver
+        return sink
+
+    def producer_configs(self) -> dict:
+        """Settings of the writer's producer: always idempotent, bytes in and out, batches of 256 KiB."""
+        return {"linger.ms": 5, "batch.size": 262_144, **self.params, "bootstrap.servers": self.bootstrap_servers,
+                "enable.idempotence": True, "key.serializer": BYTES_SERIALIZER, "value.serializer": BYTES_SERIALIZER}

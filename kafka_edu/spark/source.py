@@ -73,9 +73,6 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
 
 
-BYTES_SERIALIZER = "kafka_edu.clients.producer.serializers.ByteArraySerializer"
-
-
 def _binary(batch: pa.RecordBatch, name: str) -> list | None:
     if name not in batch.schema.names:
         return None
@@ -95,16 +92,11 @@ class KafkaWriterBase:
                              "Use the topic option for setting a topic.")
         self.options = options
 
-    def producer(self) -> KafkaProducer:
-        return KafkaProducer({"linger.ms": 5, "batch.size": 262_144, **self.options.params,
-                              "bootstrap.servers": self.options.bootstrap_servers, "enable.idempotence": True,
-                              "key.serializer": BYTES_SERIALIZER, "value.serializer": BYTES_SERIALIZER})
-
     def write(self, iterator) -> KafkaCommitMessage:
         failures: list[BaseException] = []
         on_done = lambda metadata, error: error is not None and failures.append(error)
         sent = 0
-        with self.producer() as producer:
+        with KafkaProducer(self.options.producer_configs()) as producer:
             for batch in iterator:
                 values, keys = _binary(batch, "value"), _binary(batch, "key")
                 topics = batch.column("topic").to_pylist() if "topic" in batch.schema.names else None

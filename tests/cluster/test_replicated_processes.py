@@ -1,7 +1,10 @@
 """Replication across broker processes on a real ZooKeeper, with real clients: a topic's lifecycle
-through a leader's SIGKILL, and the durability of acknowledged records under repeated leader kills.
+(create, produce, SIGKILL the leader, election, restart, catch-up, reassignment, delete), and the
+durability of acknowledged records under repeated SIGKILLs of a partition leader or of the controller.
 
-DURABILITY_KILLS (environment, default 20) sets how many times the durability test kills a leader.
+DURABILITY_KILLS (environment, default 20) sets how many times the durability run kills a leader;
+CONTROLLER_KILLS (default 10) how many times the controller run kills the controller. Each run prints
+one line "durability victim=..., kills ..., acknowledged ..., lost ..., duplicated ..." (pytest -s).
 """
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ import time
 from collections import Counter
 
 import pytest
+from broker_process import KAFKA_EDU
 from process_cluster import ProcessCluster
+
+from kafka_edu.server.zk.zk_utils import REASSIGN_PARTITIONS_PATH
 
 pytestmark = pytest.mark.zookeeper
 
@@ -78,7 +84,7 @@ def read_all(cluster: ProcessCluster, topic: str, partitions: int) -> dict[int, 
         consumer.close()
 
 
-def test_topic_lifecycle_through_a_leader_sigkill(cluster):
+def test_topic_lifecycle_through_a_leader_sigkill(cluster, tmp_path):
     create_topic(cluster, "life", 1)
     acked = []
     p = producer(cluster)
@@ -98,11 +104,42 @@ def test_topic_lifecycle_through_a_leader_sigkill(cluster):
     cluster.restart(old)
     wait_full_isr(cluster, "life", 1)
     assert read_all(cluster, "life", 1)[0] == acked
+    reassign_away_from_the_leader(cluster, "life", tmp_path)
+    assert read_all(cluster, "life", 1)[0] == acked
     from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.delete_topics(["life"], operation_timeout=30)["life"].result(60)
     cluster.wait_until(lambda: "life" not in cluster.zk_utils.get_all_topics(), what="the topic's deletion")
     cluster.wait_until(lambda: not any((b.log_dir / "life-0").exists() for b in cluster.brokers), what="logs removed")
+
+
+def kafka_edu(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(KAFKA_EDU), *argv], capture_output=True, text=True, timeout=60)
+
+
+def reassign_away_from_the_leader(cluster: ProcessCluster, topic: str, tmp_path) -> None:
+    """`reassign-partitions --execute` moves partition 0 to the two replicas that do not lead it;
+    `--verify` until completed, then the old leader no longer holds the partition's log."""
+    state = cluster.partition_state(topic, 0).leader_and_isr
+    target = sorted(b for b in range(3) if b != state.leader)
+    plan = tmp_path / "reassign.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": target}]}))
+    started = kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--execute",
+                        "--reassignment-json-file", str(plan))
+    assert started.returncode == 0 and "Successfully started reassignment" in started.stdout, started.stderr
+
+    def verified():
+        done = kafka_edu("reassign-partitions", "--zookeeper", cluster.connect, "--verify",
+                         "--reassignment-json-file", str(plan))
+        assert done.returncode == 0 and "failed" not in done.stdout, done.stdout + done.stderr
+        return "completed successfully" in done.stdout
+    cluster.wait_until(verified, 60, what="the reassignment", interval=0.3)
+    assert cluster.zk_utils.get_replica_assignment_for_topics([topic]) == {(topic, 0): target}
+    assert cluster.zk_utils.zk.exists(REASSIGN_PARTITIONS_PATH) is None
+    moved = cluster.partition_state(topic, 0).leader_and_isr
+    assert moved.leader in target and sorted(moved.isr) == target and moved.leader_epoch > state.leader_epoch
+    cluster.wait_until(lambda: not (cluster.brokers[state.leader].log_dir / f"{topic}-0").exists(), 30,
+                       what="the old leader's log removed")
 
 
 def metadata_by_kcat(kcat: str, bootstrap: str, topic: str) -> dict:
@@ -127,8 +164,28 @@ def metadata_by_kafka_python(bootstrap: str, topic: str) -> dict:
                                  for p in described["partitions"])}
 
 
-def test_acknowledged_records_survive_repeated_leader_kills(cluster, kcat):
-    kills_wanted = int(os.environ.get("DURABILITY_KILLS", "20"))
+def kill_and_restart(cluster: ProcessCluster, victim_kind: str, round_: int, topic: str, partitions: int) -> int:
+    """SIGKILL one broker (a partition's leader, partitions in turn, or the controller), wait for
+    its successor, restart it and wait until every ISR is complete again."""
+    if victim_kind == "leader":
+        partition = round_ % partitions
+        victim = leader(cluster, topic, partition)
+        cluster.kill(victim)
+        cluster.wait_until(lambda: leader(cluster, topic, partition) not in (victim, -1), what="a new leader")
+    else:
+        victim = cluster.controller_id()
+        cluster.kill(victim)
+        cluster.wait_until(lambda: cluster.controller_id() not in (victim, None), what="a new controller")
+    cluster.restart(victim)
+    wait_full_isr(cluster, topic, partitions)
+    return victim
+
+
+@pytest.mark.parametrize("victim_kind", ["leader", "controller"])
+def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind):
+    kills_wanted = int(os.environ.get("DURABILITY_KILLS" if victim_kind == "leader" else "CONTROLLER_KILLS",
+                                      "20" if victim_kind == "leader" else "10"))
+    epoch_before = cluster.zk_utils.get_controller_epoch()[0]
     topic, partitions = "durable", 3
     create_topic(cluster, topic, partitions)
     acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
@@ -158,14 +215,8 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster, kcat):
     kills = 0
     try:
         while kills < kills_wanted:
-            partition = kills % partitions
-            victim = leader(cluster, topic, partition)
-            cluster.kill(victim)
+            kill_and_restart(cluster, victim_kind, kills, topic, partitions)
             kills += 1
-            cluster.wait_until(lambda p=partition, v=victim: leader(cluster, topic, p) not in (v, -1),
-                               what="a new leader")
-            cluster.restart(victim)
-            wait_full_isr(cluster, topic, partitions)
     finally:
         stop.set()
         writer.join(180)
@@ -176,8 +227,12 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster, kcat):
         counts = Counter(found[part])
         lost += sum(1 for v in acked[part] if counts[v] == 0)
         duplicated += sum(c - 1 for c in counts.values() if c > 1)
-    print(f"\nkills {kills}, acknowledged {total}, lost {lost}, duplicated {duplicated}, failed sends {len(failed)}")
+    epochs = cluster.zk_utils.get_controller_epoch()[0] - epoch_before
+    print(f"\ndurability victim={victim_kind}, kills {kills}, controller elections {epochs}, acknowledged {total}, "
+          f"lost {lost}, duplicated {duplicated}, failed sends {len(failed)}")
     assert total > 0 and lost == 0 and duplicated == 0
+    if victim_kind == "controller":
+        assert epochs >= kills
     for part in range(partitions):   # in order: the log holds the acknowledged records in send order
         wanted = set(acked[part])
         assert [v for v in found[part] if v in wanted] == acked[part]

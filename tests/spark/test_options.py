@@ -96,3 +96,13 @@ def test_offset_ranges_one_per_partition_and_split_by_min_partitions():
     assert sliced[0] == OffsetRange("a", 0, 0, 10)
     assert [(r.from_offset, r.until_offset) for r in sliced[1:]] == [(5, 205), (205, 405), (405, 605), (605, 805), (805, 1005)]
     assert offset_ranges(start, end, min_partitions=2) == offset_ranges(start, end)   # already enough
+
+
+def test_kafka_params_are_checked_as_client_settings():
+    from kafka_edu.common.config import ConfigException
+    with pytest.raises(ConfigException, match="fetch.max.wait.ms"):
+        parse(subscribe="a", **{"kafka.fetch.max.wait.ms": "soon"})
+    with pytest.raises(ConfigException, match="linger.ms"):
+        KafkaSinkOptions.parse({**BASE, "kafka.linger.ms": "later"})
+    configs = KafkaSinkOptions.parse({**BASE, "kafka.linger.ms": "0"}).producer_configs()
+    assert configs["enable.idempotence"] is True and configs["linger.ms"] == "0"

@@ -20,6 +20,7 @@ from broker_process import KAFKA_EDU
 from process_cluster import ProcessCluster
 
 from kafka_edu.server.zk.zk_utils import REASSIGN_PARTITIONS_PATH
+from kafka_edu.viz.elections import SESSION_EXPIRY, ElectionRecorder
 
 pytestmark = pytest.mark.zookeeper
 
@@ -65,13 +66,27 @@ def producer(cluster: ProcessCluster, **extra):
                      "topic.metadata.refresh.interval.ms": 1000, **extra})
 
 
+def log_end(consumer, partition) -> int:
+    """The partition's high watermark. Brokers learn of a new leader a moment after ZooKeeper does
+    (UpdateMetadata), so NOT_LEADER_FOR_PARTITION from a lagging metadata cache is asked again."""
+    from confluent_kafka import KafkaException
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_all(cluster: ProcessCluster, topic: str, partitions: int) -> dict[int, list[bytes]]:
     """Every record of every partition, from the beginning to the high watermark."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        ends = {p: log_end(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         found: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + 60
@@ -186,6 +201,7 @@ def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind)
     kills_wanted = int(os.environ.get("DURABILITY_KILLS" if victim_kind == "leader" else "CONTROLLER_KILLS",
                                       "20" if victim_kind == "leader" else "10"))
     epoch_before = cluster.zk_utils.get_controller_epoch()[0]
+    recorder = ElectionRecorder(cluster.zk_utils)    # figure 4-65's history, on the real ZooKeeper
     topic, partitions = "durable", 3
     create_topic(cluster, topic, partitions)
     acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
@@ -220,6 +236,8 @@ def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind)
     finally:
         stop.set()
         writer.join(180)
+        recorder.close()
+    elections = recorder.wait_for(len(recorder.elections))
     total = sum(len(v) for v in acked.values())
     found = read_all(cluster, topic, partitions)
     lost = duplicated = 0
@@ -231,8 +249,12 @@ def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind)
     print(f"\ndurability victim={victim_kind}, kills {kills}, controller elections {epochs}, acknowledged {total}, "
           f"lost {lost}, duplicated {duplicated}, failed sends {len(failed)}")
     assert total > 0 and lost == 0 and duplicated == 0
+    # Every election after the first was set off by a SIGKILLed controller's expired session, and the
+    # epochs the recorder saw are the ones ZooKeeper went through, in order.
+    assert [e["trigger"] for e in elections[1:]] == [SESSION_EXPIRY] * epochs
+    assert [e["epoch"] for e in elections] == list(range(epoch_before, epoch_before + epochs + 1))
     if victim_kind == "controller":
-        assert epochs >= kills
+        assert epochs == kills
     for part in range(partitions):   # in order: the log holds the acknowledged records in send order
         wanted = set(acked[part])
         assert [v for v in found[part] if v in wanted] == acked[part]

@@ -54,7 +54,9 @@ def test_a_running_cluster_exposes_kafkas_beans_and_they_move_when_a_broker_dies
     follower_fetches = "kafka.network:type=RequestMetrics,name=RequestQueueTimeMs,request=FetchFollower"
     cluster.wait_until(lambda: beans.is_registered(follower_fetches), what="a follower fetch measured")
     assert beans.get_attribute(follower_fetches, "Count") > 0
-    assert beans.get_attribute("kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce", "Count") == 5
+    # a request is measured once its response is written, which the client may see first
+    produce_time = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce"
+    cluster.wait_until(lambda: beans.get_attribute(produce_time, "Count") == 5, what="five produce requests measured")
     assert beans.get_attribute("kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions", "Value") == 0
 
     controller = cluster.controller()

@@ -77,6 +77,7 @@ class _ReplicaFetcherCore:
         topics: dict[str, list[dict]] = {}
         for (topic, partition), state in sorted(partitions.items()):
             topics.setdefault(topic, []).append({"partition": partition, "fetch_offset": state.offset,
+                                                 "current_leader_epoch": self._fenced_epoch((topic, partition)),
                                                  "partition_max_bytes": self.fetch_size})
         if not topics:
             return None
@@ -85,6 +86,14 @@ class _ReplicaFetcherCore:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": []}
         return FetchRequest({tp: s.offset for tp, s in partitions.items()}, body)
+
+    def _fenced_epoch(self, topic_partition) -> int:
+        """Beyond 0.10 (KIP-320): the leader epoch we follow, so a leader that moved on fences our fetch
+        instead of counting it; -1 (no check) in the book's 0.10 mode."""
+        partition = self.replica_manager.get_partition(topic_partition)
+        if partition is None or not self.replica_manager.truncate_by_leader_epoch:
+            return -1
+        return partition.leader_epoch
 
     def _call(self, api: ApiKeys, body: dict):
         """One blocking request to the source broker; the connection is dropped if it fails."""

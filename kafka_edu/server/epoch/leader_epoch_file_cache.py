@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.server.kafka_config import kafka_version
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +187,6 @@ class LeaderEpochFileCache(_EpochUpdates, _EpochLookup):
 
 
 # %% book/ch4_server/0503_leader_epoch.ipynb 12798ddc
-from kafka_edu.server.kafka_config import kafka_version
-
 INTER_BROKER_PROTOCOL_VERSION = "inter.broker.protocol.version"
 
 

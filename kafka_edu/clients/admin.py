@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
+from kafka_edu.clients.client_security import channel_builder_for, check_authentication, define_security_keys
 from kafka_edu.clients.metadata import Metadata, cluster_from_metadata_response
 from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.common.cluster import Cluster, Node, PartitionInfo, TopicPartition, parse_bootstrap_servers
+from kafka_edu.common.config import ConfigDef
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.consumer_protocol import (
@@ -146,18 +148,24 @@ def _decoded(decode: Callable[[bytes], object], data: bytes):
         return None
 
 
+ADMIN_SECURITY_CONFIG = define_security_keys(ConfigDef())
+
+
 class ClusterAdmin:
     """A small blocking admin client: each call sends its requests through a NetworkClient and
-    polls until they are answered, retrying retriable errors until `request_timeout_ms` passes."""
+    polls until they are answered, retrying retriable errors until `request_timeout_ms` passes.
+    `configs` holds the security keys of 4.8 (`security.protocol`, `sasl.*`, `ssl.*`)."""
 
     def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str = "kafka-edu-admin",
-                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME):
+                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME,
+                 configs: Mapping[str, object] | None = None):
         self._time = time
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.metadata = Metadata(refresh_backoff_ms=retry_backoff_ms, time=time, allow_auto_topic_creation=False)
         self.metadata.bootstrap(parse_bootstrap_servers(bootstrap_servers))
-        self.client = NetworkClient(KSelector(time=time), self.metadata, client_id=client_id,
+        builder = channel_builder_for(ADMIN_SECURITY_CONFIG.parse(dict(configs or {})), client_id)
+        self.client = NetworkClient(KSelector(time=time, channel_builder=builder), self.metadata, client_id=client_id,
                                     request_timeout_ms=request_timeout_ms, time=time)
 
     def close(self) -> None:
@@ -180,6 +188,7 @@ class ClusterAdmin:
             node = choose()
             if node is not None and self.client.ready(node, now):
                 return node
+            check_authentication(self.client)        # 4.8: a refused login is final, not retriable
             if now >= deadline:
                 where = "no node is known" if node is None else f"node {node.id} ({node.host}:{node.port})"
                 raise TimeoutError(f"{what}: {where} was not ready within {self.request_timeout_ms} ms")
@@ -194,6 +203,7 @@ class ClusterAdmin:
         while not answered:                 # the request timeout guarantees an outcome
             self.client.poll(self.request_timeout_ms, self._time.milliseconds())
         if answered[0].disconnected:
+            check_authentication(self.client)
             raise KafkaError(Errors.NETWORK_EXCEPTION, f"node {node.id} disconnected (or timed out) "
                              f"before answering {api.message.name}")
         return answered[0].body

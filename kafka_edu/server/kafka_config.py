@@ -7,11 +7,13 @@ from typing import Any
 from kafka_edu.common.config import ConfigDef, ConfigException, Range, Type, ValidString, load_properties
 
 INT, LONG, STR, BOOL, DOUBLE, LIST = Type.INT, Type.LONG, Type.STRING, Type.BOOLEAN, Type.DOUBLE, Type.LIST
+PASSWORD = Type.PASSWORD
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 AT_LEAST_0, AT_LEAST_1 = Range.at_least(0), Range.at_least(1)
 COMPRESSION = ValidString.in_("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
 TIMESTAMP_TYPES = ValidString.in_("CreateTime", "LogAppendTime")
+LISTENER_PREFIX = "listener.name."
 
 BROKER_KEYS = {
     "1.4 Getting started": [
@@ -135,6 +137,18 @@ BROKER_KEYS = {
     "4.8 Security": [
         ("security.inter.broker.protocol", STR, "PLAINTEXT", None, "Listener protocol between brokers."),
         ("sasl.enabled.mechanisms", LIST, "GSSAPI", None, "SASL mechanisms the broker accepts."),
+        ("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI", None, "SASL mechanism between brokers."),
+        ("java.security.auth.login.config", STR, None, None, "JAAS file with the KafkaServer section."),
+        ("sasl.server.max.receive.size", INT, 524288, AT_LEAST_1, "Largest SASL token before login."),
+        ("connection.failed.authentication.delay.ms", INT, 100, AT_LEAST_0,
+         "Wait before closing a connection whose login failed."),
+        ("ssl.keystore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the keystore (kafka-edu reads PEM)."),
+        ("ssl.keystore.location", STR, None, None, "PEM file with the broker's certificate and key."),
+        ("ssl.key.password", PASSWORD, None, None, "Password of the private key."),
+        ("ssl.truststore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the truststore (kafka-edu reads PEM)."),
+        ("ssl.truststore.location", STR, None, None, "PEM file of the CAs that sign client certificates."),
+        ("ssl.client.auth", STR, "none", ValidString.in_("none", "requested", "required"),
+         "Whether SSL clients must present a certificate."),
         ("authorizer.class.name", STR, "", None, "Authorizer; empty allows everything."),
         ("super.users", STR, None, None, "Semicolon-separated principals that bypass ACLs."),
         ("allow.everyone.if.no.acl.found", BOOL, False, None, "Allow when a resource has no ACL."),
@@ -222,7 +236,8 @@ class KafkaConfig:
 
     def __init__(self, props: dict[str, Any], warn_unknown: bool = True):
         self.originals = dict(props)
-        self.values = KAFKA_CONFIG_DEF.parse(props, warn_unknown)
+        self.values = KAFKA_CONFIG_DEF.parse({k: v for k, v in props.items() if not k.startswith(LISTENER_PREFIX)},
+                                             warn_unknown)
         v = self.values
         self.listeners = parse_listeners("listeners", v["listeners"])
         self.advertised_listeners = (parse_listeners("advertised.listeners", v["advertised.listeners"])
@@ -242,6 +257,13 @@ class KafkaConfig:
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def security_configs(self) -> dict[str, Any]:
+        """What the channel builders read: typed 4.8 keys that are set, plus the `listener.name.` overrides."""
+        chosen = {k: v for k, v in self.originals.items() if k.startswith(LISTENER_PREFIX)}
+        chosen.update((name, self.values[name]) for name, *_ in BROKER_KEYS["4.8 Security"]
+                      if self.values[name] is not None)
+        return chosen
 
     @property
     def log_retention_ms(self) -> int:

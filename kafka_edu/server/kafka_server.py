@@ -31,6 +31,7 @@ from kafka_edu.server.broker_states import BrokerState, BrokerStates
 from kafka_edu.server.controller.kafka_controller import KafkaController
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
 from kafka_edu.server.coordinator.replica_offsets_store import ReplicaOffsetsStore
+from kafka_edu.server.dynamic_config_manager import topic_config_manager
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.log_cleaner import CleanerConfig
 from kafka_edu.server.log.log_manager import LogManager
@@ -38,6 +39,7 @@ from kafka_edu.server.network.socket_server import SocketServer
 from kafka_edu.server.producer_id_manager import ProducerIdManager
 from kafka_edu.server.replica.metadata_cache import MetadataCache
 from kafka_edu.server.replica.replica_manager import ReplicaManager
+from kafka_edu.server.security.credential_provider import ZkScramCredentials
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
 from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
 from kafka_edu.server.utils.scheduler import KafkaScheduler
@@ -176,7 +178,7 @@ class _Lifecycle:
         self.zk_client = self.zk_utils = self.scheduler = self.log_manager = None
         self.metadata_cache = self.socket_server = self.replica_manager = self.controller = None
         self.admin_manager = self.producer_id_manager = self.apis = self.request_handler_pool = None
-        self.group_coordinator = self.group_coordinator_scheduler = None
+        self.group_coordinator = self.group_coordinator_scheduler = self.dynamic_config_manager = None
         self.metrics = self.prometheus = self.jmx_endpoint = None
         self.mbean_server = MBeanServer()       # one per broker, so an in-process cluster's beans don't collide
         self.snapshot: EmbeddedZooKeeperSnapshot | None = None
@@ -232,8 +234,11 @@ class _Lifecycle:
         self._start_metrics()
         self.log_manager = self._create_log_manager()
         self.log_manager.startup()
+        self.dynamic_config_manager = topic_config_manager(self.zk_utils, self.log_manager, self.time)
+        self.dynamic_config_manager.startup()
         self.metadata_cache = MetadataCache(self.broker_id)
-        self.socket_server = SocketServer(config, self.time, metrics=self.metrics)
+        self.socket_server = SocketServer(config, self.time, metrics=self.metrics,
+                                          credentials=ZkScramCredentials(self.zk_utils))
         self.socket_server.startup()
         self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
                                               self.metadata_cache, self.time, self.metrics)
@@ -409,6 +414,7 @@ class _Shutdown:
             self.broker_state.new_state(BrokerStates.BROKER_SHUTTING_DOWN)
             steps = [("the socket server", self.socket_server, lambda s: s.shutdown()),
                      ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
+                     ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
                      ("the scheduler", self.scheduler, lambda s: s.shutdown()),
                      ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
                      ("the controller", self.controller, lambda c: c.shutdown()),
@@ -510,6 +516,7 @@ class _Kill:
                      ("the socket server", self.socket_server, lambda s: s.shutdown()),
                      ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
                      ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
+                     ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
                      ("the scheduler", self.scheduler, lambda s: s.shutdown()),
                      ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
                      ("the controller", self.controller, lambda c: c.shutdown()),

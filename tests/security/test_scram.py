@@ -1,13 +1,11 @@
 """SCRAM-SHA-256/512 (Beyond 0.10): RFC 7677's test vector, credentials in ZooKeeper as Kafka stores
 them, and logins over SASL_PLAINTEXT by kafka-edu's own client, confluent-kafka, kafka-python and kcat.
 
-The broker's SocketServer gets the ZooKeeper-backed credential lookup through its `credentials`
-argument, wired here as KafkaServer is meant to wire it.
+KafkaServer hands its SocketServer the ZooKeeper-backed credential lookup (`ZkScramCredentials`).
 """
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import subprocess
@@ -21,11 +19,9 @@ from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.security.auth import SaslAuthenticationError
 from kafka_edu.common.security.scram import ScramFormatter, ScramSaslClient, ScramSaslServer
 from kafka_edu.common.utils.time import SYSTEM_TIME
-from kafka_edu.server import kafka_server as kafka_server_module
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.kafka_server import KafkaServer
-from kafka_edu.server.network.socket_server import SocketServer
-from kafka_edu.server.security.credential_provider import ZkScramCredentials, add_scram_credential
+from kafka_edu.server.security.credential_provider import add_scram_credential
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_utils import ZkUtils
 
@@ -75,11 +71,8 @@ def broker(tmp_path_factory):
         "log.dirs": str(tmp_path_factory.mktemp("logs")), "num.network.threads": 1, "num.io.threads": 2,
         "log.cleaner.enable": "false", "sasl.enabled.mechanisms": ",".join(["PLAIN", *MECHANISMS]),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS}, warn_unknown=False)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(kafka_server_module, "SocketServer",
-                      functools.partial(SocketServer, credentials=ZkScramCredentials(zk_utils)))
-        server = KafkaServer(config, embedded_zookeeper=zookeeper)
-        server.startup()
+    server = KafkaServer(config, embedded_zookeeper=zookeeper)
+    server.startup()
     yield server
     server.shutdown()
 

@@ -174,3 +174,36 @@ def test_describe_over_the_wire(tmp_path):
         assert out == "Configs for topics:events are retention.ms=60000\nConfigs for topics:plain are \n"
     finally:
         assert broker.stop() == 0
+
+
+BYTES = "kafka_edu.clients.producer.serializers.ByteArraySerializer"
+
+
+def test_alter_reaches_a_running_broker_without_restart(zookeeper, tmp_path):
+    """Every broker runs a DynamicConfigManager: `configs --alter` changes its live log's max.message.bytes."""
+    from kafka_edu.clients.producer.kafka_producer import KafkaProducer
+    from kafka_edu.common.protocol.errors import Errors, KafkaError
+
+    connect = f"{zookeeper.connect}/live-{uuid.uuid4().hex[:8]}"
+    broker = BrokerProcess(tmp_path, zookeeper_connect=connect).start()
+    producer = KafkaProducer({"bootstrap.servers": broker.bootstrap, "retries": 0, "max.block.ms": 10_000,
+                              "key.serializer": BYTES, "value.serializer": BYTES})
+    try:
+        with ClusterAdmin(broker.bootstrap) as admin:
+            assert admin.create_topics([NewTopic("live", 1, 1)]) == {"live": None}
+        assert producer.send("live", b"x" * 2000, partition=0).get(10).offset == 0
+        assert configs("--zookeeper", connect, "--alter", "--entity-type", "topics", "--entity-name", "live",
+                       "--add-config", "max.message.bytes=1000")[0] == 0
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                producer.send("live", b"x" * 2000, partition=0).get(10)
+            except KafkaError as e:
+                assert e.error is Errors.MESSAGE_TOO_LARGE
+                break
+            assert time.monotonic() < deadline, "the broker never applied max.message.bytes=1000"
+            time.sleep(0.2)
+        assert producer.send("live", b"small", partition=0).get(10).offset > 0
+    finally:
+        producer.close()
+        assert broker.stop() == 0

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafka_edu.clients.client_request import IllegalStateError
+from kafka_edu.clients.client_security import channel_builder_for, check_authentication, define_security_keys
 from kafka_edu.clients.consumer.assignors import assignors_for
 from kafka_edu.clients.consumer.consumer_coordinator import ConsumerCoordinator
 from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient
@@ -30,7 +31,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 log = logging.getLogger(__name__)
 BYTES = "kafka_edu.clients.producer.serializers.ByteArrayDeserializer"
 
-CONSUMER_CONFIG = (
+CONSUMER_CONFIG = define_security_keys(
     ConfigDef()
     .define("bootstrap.servers", Type.LIST, importance="high",
             doc="host:port pairs used only to fetch the first metadata")
@@ -117,6 +118,14 @@ def _single_threaded(method):
     return wrapper
 
 
+class LoginCheckingClient(ConsumerNetworkClient):
+    """The consumer's network client, which raises a refused login (4.8) from every blocking wait."""
+
+    def poll(self, timeout_ms: int, now: int | None = None, execute_delayed_tasks: bool = True) -> None:
+        super().poll(timeout_ms, now, execute_delayed_tasks)
+        check_authentication(self.client)
+
+
 class KafkaConsumer:
     """Reads records from Kafka in the caller's thread: subscribe or assign, then poll() in a loop."""
 
@@ -142,14 +151,15 @@ class KafkaConsumer:
         self.metrics = metrics_from_config(config, "kafka.consumer", time)      # 4.9
         selector = KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time,
                              metrics=self.metrics, metric_group_prefix="consumer",
-                             metric_tags={"client-id": self.client_id})
+                             metric_tags={"client-id": self.client_id},
+                             channel_builder=channel_builder_for(config, self.client_id))
         network = NetworkClient(selector,
                                 self.metadata, client_id=self.client_id,
                                 reconnect_backoff_ms=config["reconnect.backoff.ms"],
                                 send_buffer_size=config["send.buffer.bytes"],
                                 receive_buffer_size=config["receive.buffer.bytes"],
                                 request_timeout_ms=config["request.timeout.ms"], time=time)
-        self.client = ConsumerNetworkClient(network, self.metadata, time, config["retry.backoff.ms"],
+        self.client = LoginCheckingClient(network, self.metadata, time, config["retry.backoff.ms"],
                                             config["request.timeout.ms"])
         self.subscriptions = SubscriptionState(OffsetResetStrategy(config["auto.offset.reset"]))
         self.coordinator = None

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from kafka_edu.clients.client_security import channel_builder_for, check_authentication
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.clients.producer.idempotence import IdempotenceManager
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 PRODUCER_CLIENT_ID_SEQUENCE = itertools.count(1)
 NETWORK_THREAD_PREFIX = "kafka-producer-network-thread"
+LOGIN_CHECK_MS = 100          # how often a wait for metadata looks for a refused login
 
 
 def _headers(headers) -> tuple:
@@ -106,7 +108,8 @@ class KafkaProducer:
         self.metrics = metrics_from_config(config, "kafka.producer", time)      # 4.9
         selector = KSelector(connections_max_idle_ms=config["connections.max.idle.ms"], time=time,
                              metrics=self.metrics, metric_group_prefix="producer",
-                             metric_tags={"client-id": self.client_id})
+                             metric_tags={"client-id": self.client_id},
+                             channel_builder=channel_builder_for(config, self.client_id))
         client = NetworkClient(selector,
                                self.metadata, self.client_id, max_in_flight, config["reconnect.backoff.ms"],
                                config["send.buffer.bytes"], config["receive.buffer.bytes"],
@@ -223,9 +226,13 @@ class KafkaProducer:
             version = self.metadata.request_update()
             self.sender.wakeup()
             try:
-                self.metadata.await_update(version, remaining)
+                self.metadata.await_update(version, min(remaining, LOGIN_CHECK_MS))
             except TimeoutError:
-                raise TimeoutError(f"topic {topic} not present in metadata after {max_wait_ms} ms") from None
+                check_authentication(self.sender.client)        # 4.8: a refused login ends the wait
+                remaining = max_wait_ms - (self._time.milliseconds() - begin)
+                if remaining <= 0:
+                    raise TimeoutError(f"topic {topic} not present in metadata after {max_wait_ms} ms") from None
+                continue
             cluster = self.metadata.fetch()
             elapsed = self._time.milliseconds() - begin
             if topic in cluster.unauthorized_topics:

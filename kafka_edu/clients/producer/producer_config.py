@@ -5,11 +5,12 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from kafka_edu.clients.client_security import define_security_keys
 from kafka_edu.common.config import ConfigDef, ConfigException, Range, Type, ValidString
 
 DEFAULT_PARTITIONER = "kafka_edu.clients.producer.partitioner.DefaultPartitioner"
 
-PRODUCER_CONFIG = (
+PRODUCER_CONFIG = define_security_keys(
     ConfigDef()
     .define("bootstrap.servers", Type.LIST, importance="high",
             doc="host:port pairs used only to fetch the first metadata; the rest of the cluster is discovered")

@@ -172,3 +172,21 @@ def test_plaintext_listener_stays_anonymous(broker):
     with CodecConnection(broker.bound_port("PLAINTEXT"), timeout=10) as conn:
         assert conn.call(ApiKeys.METADATA, 1, {"topics": []}).brokers
         assert "User:ANONYMOUS" in principals(broker)
+
+
+def test_sasl_requests_after_login_get_illegal_sasl_state_and_the_connection_stays(broker):
+    with connect(broker) as conn:
+        assert login_v1(conn, "alice", "alice-secret").error_code == 0
+        served = {k.api_key for k in conn.call(ApiKeys.API_VERSIONS, 2, {}).api_keys}
+        assert {ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE, ApiKeys.METADATA} <= served
+        assert conn.call(ApiKeys.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == \
+            Errors.ILLEGAL_SASL_STATE.code
+        answer = conn.call(ApiKeys.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0alice\0alice-secret"})
+        assert answer.error_code == Errors.ILLEGAL_SASL_STATE.code and "after authentication" in answer.error_message
+        assert conn.call(ApiKeys.METADATA, 1, {"topics": []}).brokers        # still open
+
+
+def test_plaintext_listener_does_not_advertise_sasl(broker):
+    with CodecConnection(broker.bound_port("PLAINTEXT"), timeout=10) as conn:
+        served = {k.api_key for k in conn.call(ApiKeys.API_VERSIONS, 2, {}).api_keys}
+        assert ApiKeys.METADATA in served and not served & {ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE}

@@ -33,6 +33,7 @@ ZERO_COPY_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
 CONSUMER_REPLICA_ID = -1
 INT_MAX = 2**31 - 1
 
+SASL_APIS = frozenset({ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE})
 
 class _Dispatch:
     """Decoding, dispatch and the three ways of answering (mixin of `KafkaApis`)."""
@@ -41,9 +42,10 @@ class _Dispatch:
         """Serve `api_key` with `handler(request, header, body)`; ApiVersions then advertises it."""
         self.handlers[ApiKeys(api_key)] = handler
 
-    def api_version_ranges(self) -> list[dict]:
+    def api_version_ranges(self, protocol: str = "PLAINTEXT") -> list[dict]:
+        """The served APIs; the SASL ones only on a SASL listener, where a client may speak them."""
         return [{"api_key": k.value, "min_version": k.min_version, "max_version": k.max_version}
-                for k in sorted(self.handlers)]
+                for k in sorted(self.handlers) if k not in SASL_APIS or protocol.startswith("SASL_")]
 
     def handle(self, request: Request) -> None:
         """Decode one request and run its handler (called by the request handler threads)."""
@@ -68,7 +70,7 @@ class _Dispatch:
 
     def _answer_unsupported_api_versions(self, request: Request, header: RequestHeader) -> None:
         pieces = encode_response_pieces(header.correlation_id, ApiKeys.API_VERSIONS, 0, {
-            "error_code": Errors.UNSUPPORTED_VERSION.code, "api_keys": self.api_version_ranges()})
+            "error_code": Errors.UNSUPPORTED_VERSION.code, "api_keys": self.api_version_ranges(request.security_protocol)})
         self._send(request, NetworkSend(request.connection_id, pieces))
 
     def send_response(self, request: Request, header: RequestHeader, body) -> None:
@@ -100,8 +102,16 @@ class _MetadataApis:
     """ApiVersions and Metadata (mixin of `KafkaApis`)."""
 
     def handle_api_versions_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
-        self.send_response(request, header, {"error_code": 0, "api_keys": self.api_version_ranges(),
+        self.send_response(request, header, {"error_code": 0,
+                                             "api_keys": self.api_version_ranges(request.security_protocol),
                                              "throttle_time_ms": 0})
+
+    def handle_sasl_after_login(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        """SaslHandshake or SaslAuthenticate once the connection is past its login (or on a listener
+        without one): ILLEGAL_SASL_STATE, and the connection stays open."""
+        self.send_response(request, header, {"error_code": Errors.ILLEGAL_SASL_STATE.code, "mechanisms": [],
+                                             "error_message": f"{ApiKeys(header.api_key).message.name} is not "
+                                                              "allowed after authentication", "auth_bytes": b""})
 
     def handle_metadata_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         version = header.api_version
@@ -531,6 +541,8 @@ class KafkaApis(_InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _Metadata
             ApiKeys.UPDATE_METADATA: self.handle_update_metadata_request,
             ApiKeys.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown_request,
             ApiKeys.API_VERSIONS: self.handle_api_versions_request,
+            ApiKeys.SASL_HANDSHAKE: self.handle_sasl_after_login,
+            ApiKeys.SASL_AUTHENTICATE: self.handle_sasl_after_login,
             ApiKeys.CREATE_TOPICS: self.handle_create_topics_request,
             ApiKeys.DELETE_TOPICS: self.handle_delete_topics_request,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id_request,

@@ -192,7 +192,8 @@ class _Failover:
     def remove_replica_from_isr(self, tp, replica: int) -> LeaderIsrAndControllerEpoch | None:
         """Take `replica` out of the ISR (no leader if it led), compare-and-set; keeps the last ISR
         member when unclean election is off, so that replica can be elected again later. Returns the
-        new state, or None if there was nothing to change."""
+        new state, or None if there was nothing to change. A replica of a broker in controlled shutdown
+        always gets a new leader epoch (Beyond 0.10): its last fetches are then fenced, not counted."""
         while True:
             current = self.zk_utils.get_leader_and_isr(*tp)
             if current is None:
@@ -201,7 +202,8 @@ class _Failover:
                 raise ControllerMovedError(f"{tp[0]}-{tp[1]} was written by controller epoch "
                                            f"{current.controller_epoch}")
             state = current.leader_and_isr
-            if replica not in state.isr:          # nothing changes, so nothing to announce
+            fence = replica in self.context.shutting_down_broker_ids
+            if replica not in state.isr and not fence:      # nothing changes, so nothing to announce
                 self.context.partition_leadership_info[tp] = current
                 return None
             isr = tuple(r for r in state.isr if r != replica)

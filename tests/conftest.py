@@ -4,12 +4,23 @@ The machinery lives in external.py (importable by tests and benchmarks); these a
 """
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
 import pytest
 
 from external import ZOOKEEPER_JARS, MockCluster, ZooKeeperServer, free_port, require
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_keeps_its_log_level_to_itself():
+    """Modules quiet kafka_edu's logs for their brokers; the next module starts with the old level,
+    so a test that expects a warning (through caplog) sees it whatever ran before."""
+    logger = logging.getLogger("kafka_edu")
+    level = logger.level
+    yield
+    logger.setLevel(level)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ hide behind a green run. Fixtures wrapping these live in conftest.py.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -39,10 +40,24 @@ def require_chromium() -> None:
             f"{CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)")
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free right now, below Linux's ephemeral range (32768 and up), so that no
+    outgoing connection of a busy test run can take it before its server binds it; never the same
+    port twice in one run."""
+    while True:
+        port = random.randint(20000, 32000)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.01):

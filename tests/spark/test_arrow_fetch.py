@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from conftest import BYTES, start_broker
+from _spark_helpers import BYTES, start_broker
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer

@@ -10,7 +10,7 @@ A, B, C = (TopicPartition("t", p) for p in range(3))
 
 
 def test_rate_limit_shares_by_backlog():
-    from conftest import require_spark
+    from _spark_helpers import require_spark
     require_spark()
     from kafka_edu.spark.streaming import rate_limit
     assert rate_limit(500, {A: 100, B: 0}, {A: 1000, B: 100}) == {A: 550, B: 50}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import require_spark
+from _spark_helpers import require_spark
 
 pytestmark = pytest.mark.spark
 

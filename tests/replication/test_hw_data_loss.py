@@ -61,9 +61,13 @@ def _log_values(cluster, broker_id: int) -> list[tuple[int, bytes]]:
     return [(r.offset, r.value) for r in MemoryRecords(data).records()]
 
 
+# a long fetch wait: the follower's fetch that would carry HW 1 back stays parked at the leader for a
+# minute, far longer than any of these scripts takes even on a loaded machine (shutdown wakes it)
+LONG_FETCH_WAIT = {"replica.fetch.wait.max.ms": 60_000, "replica.lag.time.max.ms": 120_000}
+
+
 def test_truncating_to_a_stale_high_watermark_loses_an_acknowledged_record(make_cluster):
-    # a long fetch wait: the follower's fetch that would carry HW 1 back stays parked at the leader
-    cluster = make_cluster(2, **{"replica.fetch.wait.max.ms": 5000, **OLD_PROTOCOL})
+    cluster = make_cluster(2, **{**LONG_FETCH_WAIT, **OLD_PROTOCOL})
     assert _acknowledge_m0_then_restart_the_follower(cluster) == 0      # make_followers truncated to HW 0
     _old_leader_dies_and_returns(cluster)
     assert _committed_values(cluster) == [b"after"]                        # m0 was acknowledged, and is gone
@@ -73,7 +77,7 @@ def test_truncating_to_a_stale_high_watermark_loses_an_acknowledged_record(make_
 
 
 def test_leader_epochs_keep_the_acknowledged_record(make_cluster):
-    cluster = make_cluster(2, **{"replica.fetch.wait.max.ms": 5000})
+    cluster = make_cluster(2, **LONG_FETCH_WAIT)
     assert _acknowledge_m0_then_restart_the_follower(cluster) == 1      # no truncation to the stale HW
     fetch_states = [t.fetch_states()[("t12", 0)] for t in
                     cluster.brokers[1].replica_manager.replica_fetcher_manager.fetcher_thread_map.values()]
@@ -91,7 +95,7 @@ def test_leader_epochs_keep_the_acknowledged_record(make_cluster):
 
 def test_a_leader_without_offsets_for_leader_epoch_means_truncating_to_the_high_watermark(make_cluster):
     """The follower falls back to its HW when the leader does not advertise the API: 0.10's loss again."""
-    cluster = make_cluster(2, serve_leader_epochs=False, **{"replica.fetch.wait.max.ms": 5000})
+    cluster = make_cluster(2, serve_leader_epochs=False, **LONG_FETCH_WAIT)
     assert _acknowledge_m0_then_restart_the_follower(cluster) == 1
     cluster.brokers[1].replica_manager.replica_fetcher_manager.resume()
     wait_until(lambda: [t.fetch_states()[("t12", 0)].truncating for t in

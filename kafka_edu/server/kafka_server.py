@@ -412,32 +412,42 @@ class _Shutdown:
             if (self.config["controlled.shutdown.enable"] if controlled is None else controlled) and self._registered:
                 _swallow("the controlled shutdown", self.controlled_shutdown)
             self.broker_state.new_state(BrokerStates.BROKER_SHUTTING_DOWN)
-            steps = [("the socket server", self.socket_server, lambda s: s.shutdown()),
-                     ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
-                     ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
-                     ("the scheduler", self.scheduler, lambda s: s.shutdown()),
-                     ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
-                     ("the controller", self.controller, lambda c: c.shutdown()),
-                     ("the replica manager", self.replica_manager, lambda r: r.shutdown()),
-                     ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
-                     ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
-                     ("the log manager", self.log_manager, lambda m: m.shutdown()),
-                     ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: s.save()),
-                     ("the ZooKeeper client", self.zk_client, lambda z: z.close()),
-                     ("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),
-                     ("the Prometheus endpoint", self.prometheus, lambda p: p.close()),
-                     ("the metrics", self.metrics, lambda m: m.close())]
-            for what, component, stop in steps:
-                if component is not None:
-                    _swallow(what, lambda c=component, s=stop: s(c))
-            self._registered = False
-            self._started = False
-            self.broker_state.new_state(BrokerStates.NOT_RUNNING)
-            self.shutdown_complete.set()
+            self._stop([("the socket server", self.socket_server, lambda s: s.shutdown()),
+                        *self._service_steps(),
+                        ("the replica manager", self.replica_manager, lambda r: r.shutdown()),
+                        ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
+                        ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
+                        ("the log manager", self.log_manager, lambda m: m.shutdown()),
+                        ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: s.save()),
+                        ("the ZooKeeper client", self.zk_client, lambda z: z.close()),
+                        *self._endpoint_steps()])
             log.info("[Kafka Server %d], shut down completed", self.broker_id)
 
     def await_shutdown(self, timeout_s: float | None = None) -> bool:
         return self.shutdown_complete.wait(timeout_s)
+
+    def _service_steps(self) -> list:
+        """The components between the network and the storage, stopped alike by shutdown and kill."""
+        return [("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
+                ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
+                ("the scheduler", self.scheduler, lambda s: s.shutdown()),
+                ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
+                ("the controller", self.controller, lambda c: c.shutdown())]
+
+    def _endpoint_steps(self) -> list:
+        return [("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),
+                ("the Prometheus endpoint", self.prometheus, lambda p: p.close()),
+                ("the metrics", self.metrics, lambda m: m.close())]
+
+    def _stop(self, steps) -> None:
+        """Run each (what, component, stop) step, a failure logged and not stopping the rest."""
+        for what, component, stop in steps:
+            if component is not None:
+                _swallow(what, lambda c=component, s=stop: s(c))
+        self._registered = False
+        self._started = False
+        self.broker_state.new_state(BrokerStates.NOT_RUNNING)
+        self.shutdown_complete.set()
 
 
 # %% book/ch4_server/0002_kafka_server.ipynb a98970e6
@@ -512,28 +522,15 @@ class _Kill:
             if not self._started:
                 return
             log.warning("[Kafka Server %d], killed", self.broker_id)
-            steps = [("the replica fetchers", self.replica_manager, lambda r: r.replica_fetcher_manager.shutdown()),
-                     ("the socket server", self.socket_server, lambda s: s.shutdown()),
-                     ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
-                     ("the request handlers", self.request_handler_pool, lambda p: p.shutdown()),
-                     ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
-                     ("the scheduler", self.scheduler, lambda s: s.shutdown()),
-                     ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
-                     ("the controller", self.controller, lambda c: c.shutdown()),
-                     ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
-                     ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
-                     ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
-                     ("the log files", self.log_manager, lambda m: m.halt()),
-                     ("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),
-                     ("the Prometheus endpoint", self.prometheus, lambda p: p.close()),
-                     ("the metrics", self.metrics, lambda m: m.close())]
-            for what, component, stop in steps:
-                if component is not None:
-                    _swallow(what, lambda c=component, s=stop: s(c))
-            self._registered = False
-            self._started = False
-            self.broker_state.new_state(BrokerStates.NOT_RUNNING)
-            self.shutdown_complete.set()
+            self._stop([("the replica fetchers", self.replica_manager, lambda r: r.replica_fetcher_manager.shutdown()),
+                        ("the socket server", self.socket_server, lambda s: s.shutdown()),
+                        ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
+                        *self._service_steps(),
+                        ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
+                        ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
+                        ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
+                        ("the log files", self.log_manager, lambda m: m.halt()),
+                        *self._endpoint_steps()])
 
 
 class KafkaServer(_Kill, _ControlledShutdown, _Shutdown, _Storage, _Identity, _Lifecycle):

@@ -25,7 +25,7 @@ class BrokerProcess:
     """
 
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, broker_id: int = 0,
-                 zookeeper_connect: str | None = None):
+                 zookeeper_connect: str | None = None, extra_listeners: tuple[str, ...] = ()):
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.broker_id = broker_id
@@ -33,7 +33,7 @@ class BrokerProcess:
         self.log_dir = workdir / "kafka-logs"
         props = {
             "broker.id": str(broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([f"PLAINTEXT://127.0.0.1:{self.port}", *extra_listeners]),
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "delete.topic.enable": "true",

@@ -82,3 +82,46 @@ def controller_graph(controller) -> graphviz.Digraph:
         sub.node("watches", "\n".join(paths + [f"/brokers/topics/<t> × {per_topic}"]), shape="note", style="")
     dot.edge("watches", "controller", style="dashed", label="notify")
     return dot
+
+
+# %% book/ch4_server/0605_kafka_controller.ipynb f6ee6553
+_BOOK_LISTENERS = {"KafkaController._on_controller_change": "LeaderChangeListener",
+                   "KafkaController._on_session_state": "SessionExpirationListener",
+                   "KafkaController._on_broker_change": "BrokerChangeListener",
+                   "KafkaController._on_topic_change": "TopicChangeListener",
+                   "KafkaController._on_delete_topics": "DeleteTopicsListener",
+                   "KafkaController._on_isr_change": "IsrChangeNotificationListener",
+                   "KafkaController._on_partitions_reassigned": "PartitionsReassignedListener",
+                   "KafkaController._on_preferred_replica_election": "PreferredReplicaElectionListener",
+                   "KafkaController._on_partition_modification": "PartitionModificationsListener",
+                   "KafkaController._on_reassigned_partition_isr_change": "ReassignedPartitionsIsrChangeListener"}
+
+
+def _listener_name(listener) -> str:
+    function = getattr(listener, "func", listener)           # a functools.partial keeps its function
+    name = getattr(function, "__name__", type(function).__name__)
+    owner = getattr(function, "__self__", None)
+    qualified = f"{type(owner).__name__}.{name}" if owner is not None else name
+    return _BOOK_LISTENERS.get(qualified, qualified)
+
+
+def watches_figure(clients: dict) -> graphviz.Digraph:
+    """Figures 4-61 to 4-63 from live ZooKeeper clients: every path someone listens on, child or data,
+    the listener (by the book's name where it has one) and which client's session holds it."""
+    rows = collections.defaultdict(set)
+    for client_name, client in sorted(clients.items()):
+        for subscription in list(client._subscriptions):
+            kind = "child" if subscription.children else "data"
+            rows[(subscription.path, kind, _listener_name(subscription.listener))].add(client_name)
+        for listener in list(client._state_listeners):
+            rows[("(session state)", "state", _listener_name(listener))].add(client_name)
+    body = "".join(f"<tr><td align='left'>{path}</td><td>{kind}</td><td align='left'>{listener}</td>"
+                   f"<td align='left'>{', '.join(sorted(owners))}</td></tr>"
+                   for (path, kind, listener), owners in sorted(rows.items()))
+    dot = graphviz.Digraph("watches", graph_attr={"fontname": "Helvetica"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "9", "shape": "plaintext"})
+    dot.node("table", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3'>"
+                      "<tr><td bgcolor='#dde8f5'><b>path</b></td><td bgcolor='#dde8f5'><b>watch</b></td>"
+                      "<td bgcolor='#dde8f5'><b>listener</b></td><td bgcolor='#dde8f5'><b>session of</b></td></tr>"
+                      f"{body}</table>>")
+    return dot

@@ -53,3 +53,16 @@ def group_figure(group: GroupMetadata, describe_assignment=None) -> graphviz.Dig
 def _ranges(values: list[int]) -> str:
     shown = sorted(set(values))
     return ",".join(str(v) for v in shown[:6]) + (",..." if len(shown) > 6 else "")
+
+
+# %% book/ch4_server/0701_group_metadata.ipynb afd21127
+def transitions_figure(group: GroupMetadata) -> graphviz.Digraph:
+    """Figure 4-74 as a log: every state change of a live group, in order, with its generation."""
+    rows = "".join(f"<tr><td>{n}</td><td align='left'>{step.source.value}</td><td align='left'>{step.target.value}</td>"
+                   f"<td>{step.generation_id}</td></tr>" for n, step in enumerate(group.transitions, start=1))
+    dot = graphviz.Digraph(f"transitions_{group.group_id}", graph_attr={"fontname": "Helvetica"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "9", "shape": "plaintext"})
+    dot.node("log", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3'>"
+                    f"<tr><td colspan='4' bgcolor='#dde8f5'>group {html.escape(group.group_id)}: state changes</td></tr>"
+                    "<tr><td>#</td><td>from</td><td>to</td><td>generation</td></tr>" + rows + "</table>>")
+    return dot

@@ -111,3 +111,46 @@ def compaction_figure(before: list[tuple[int, bytes | None, bool]], log) -> grap
                       f"<tr><td>offset</td>{offsets}</tr><tr><td>before</td>{old}</tr>"
                       f"<tr><td>after</td>{new}</tr></table>>")
     return dot
+
+
+# %% book/ch4_server/0306_log.ipynb 2a2e60d1
+def segment_lookup_figure(log, offset: int) -> graphviz.Digraph:
+    """Figure 4-22: the log's segments by base offset, with the one a read of `offset` uses (the
+    floor entry: the greatest base offset not above it) highlighted."""
+    chosen = max(s.base_offset for s in log.segments if s.base_offset <= offset)
+    dot = _graph("floor", html.escape(f"{log.name}: floor entry of offset {offset} is segment {chosen}"))
+    cells = "".join(f"<td bgcolor='{'#ffe8b3' if s.base_offset == chosen else '#dde8f5'}'>{s.base_offset}</td>"
+                    for s in log.segments)
+    dot.node("segments", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='4'>"
+                         f"<tr><td>base offsets</td>{cells}</tr></table>>")
+    return dot
+
+
+# %% book/ch4_server/0306_log.ipynb 4046aaef
+def recovery_snapshot(log, label: str) -> dict:
+    """What figure 4-25 needs from a live log at one moment."""
+    return {"label": label, "segments": [s.base_offset for s in log.segments],
+            "recovery_point": log.recovery_point, "log_end_offset": log.log_end_offset}
+
+
+def recovery_figure(snapshots: list[dict]) -> graphviz.Digraph:
+    """Figure 4-25: one row per moment; offsets below the recovery point are on disk (green), those
+    from it to the log end offset may exist only in the page cache (yellow). Segments start at |."""
+    dot = _graph("recovery", "recovery point and log end offset")
+    width = max(s["log_end_offset"] for s in snapshots)
+    rows = []
+    for snap in snapshots:
+        cells = []
+        for offset in range(width):
+            if offset >= snap["log_end_offset"]:
+                colour = "#ffffff"
+            else:
+                colour = "#c9f0c9" if offset < snap["recovery_point"] else "#ffe8b3"
+            text = f"|{offset}" if offset in snap["segments"] else str(offset)
+            cells.append(f"<td bgcolor='{colour}'>{text}</td>")
+        marks = f"recovery point {snap['recovery_point']}, log end offset {snap['log_end_offset']}"
+        rows.append(f"<tr><td align='left'>{html.escape(snap['label'])}<br/>"
+                    f"<font point-size='8'>{marks}</font></td>{''.join(cells)}</tr>")
+    dot.node("timeline", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3'>"
+                         + "".join(rows) + "</table>>")
+    return dot

@@ -48,3 +48,35 @@ def offsets_partition_figure(manager: GroupMetadataManager, partition: int, max_
     dot.node("cache", "<<table border='0' cellborder='1' cellspacing='0'>" + "".join(cache) + "</table>>")
     dot.edge("log", "cache", label=" load", style="dashed")
     return dot
+
+
+# %% book/ch4_server/0702_offsets_topic.ipynb f04155a1
+def coordinator_placement_figure(managers: dict[int, GroupMetadataManager], group_ids: list[str],
+                                 down: frozenset = frozenset()) -> graphviz.Digraph:
+    """Figures 4-66 and 4-69: each group -> its `__consumer_offsets` partition -> the broker whose
+    manager owns that partition (the group's coordinator), with what each manager has cached."""
+    dot = graphviz.Digraph("placement", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.15"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "9", "shape": "box", "style": "rounded"},
+                           edge_attr={"arrowsize": "0.6", "fontname": "Helvetica", "fontsize": "8"})
+    for group_id in sorted(group_ids):
+        dot.node(f"g_{group_id}", html.escape(group_id), style="rounded,filled", fillcolor="#fff2c6")
+    owners = {}
+    for broker_id, manager in sorted(managers.items()):
+        cached = sorted(set(manager.groups) | {key.group for key in manager.offsets})
+        state = "down" if broker_id in down else f"caches {', '.join(cached) or 'nothing'}"
+        with dot.subgraph(name=f"cluster_{broker_id}", graph_attr={
+                "label": f"broker {broker_id}: {state}", "style": "dashed" if broker_id in down else "rounded",
+                "fontsize": "9", "color": "#bbbbbb" if broker_id in down else "#4a78b0"}) as sub:
+            partitions = sorted(manager.owned) or [None]
+            for partition in partitions:
+                if partition is None:
+                    sub.node(f"b{broker_id}_none", "owns no partition", shape="plaintext")
+                    continue
+                owners[partition] = broker_id
+                sub.node(f"p{partition}", f"__consumer_offsets-{partition}", style="rounded,filled",
+                         fillcolor="#dde8f5")
+    for group_id in sorted(group_ids):
+        partition = managers[next(iter(managers))].partition_for(group_id)
+        if partition in owners:
+            dot.edge(f"g_{group_id}", f"p{partition}", label=f" partitionFor = {partition}")
+    return dot

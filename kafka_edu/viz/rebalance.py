@@ -5,6 +5,8 @@ import re
 
 import graphviz
 
+from kafka_edu.viz.sequence import SequenceRecorder, sequence_figure
+
 _MEMBER_ID = re.compile(r"([\w.]+(?:-[\w.]+)*?)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _COLORS = {"FindCoordinator": "#e8eef7", "JoinGroup": "#fff2c6", "joined": "#fff2c6", "assign": "#f7e1e1",
            "SyncGroup": "#e3f1e3", "synced": "#e3f1e3", "assigned": "#c9e7c9", "revoke": "#eeeeee",
@@ -31,3 +33,27 @@ def rebalance_figure(coordinators: dict) -> graphviz.Digraph:
                     sub.edge(previous, node)
                 previous = node
     return dot
+
+
+_TO_COORDINATOR = {"JoinGroup", "SyncGroup", "LeaveGroup", "OffsetCommit"}
+_FROM_COORDINATOR = {"FindCoordinator", "joined", "synced", "JoinGroup failed", "SyncGroup failed", "Heartbeat"}
+
+
+def rebalance_sequence_figure(coordinators: dict, title: str = "") -> graphviz.Digraph:
+    """A sequence diagram of a group (`viz.sequence`), from the members' `events` merged in the order they happened.
+
+    One lifeline per member (name -> coordinator) and one for the coordinator broker: requests are
+    arrows to it, answers arrows back, local steps (revoke, assign, assigned) notes on the member's
+    line. Member ids are shortened to their client id.
+    """
+    recorder = SequenceRecorder([*coordinators, "coordinator"])
+    merged = sorted((event.seq, name, event) for name, c in coordinators.items() for event in c.events)
+    for _, name, (step, detail) in merged:
+        text = _MEMBER_ID.sub(r"\1", f"{step}: {detail}" if detail else step)
+        if step in _TO_COORDINATOR:
+            recorder.send(name, "coordinator", text)
+        elif step in _FROM_COORDINATOR:
+            recorder.send("coordinator", name, text)
+        else:
+            recorder.note(name, text)
+    return sequence_figure(recorder, title)

@@ -28,34 +28,10 @@ class CommitFailedError(KafkaError):
                                 "the partitions to another member; poll() again to rejoin")
 
 
-# %% book/ch3_consumer/0403_consumer_coordinator.ipynb a6219162
-class ConsumerCoordinator(AbstractCoordinator):
-    """The consumer's side of a group: subscriptions as JoinGroup metadata, assignors, offsets."""
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb 2e88e15e
+class _ConsumerMembership:
+    """What the consumer adds to group membership: subscriptions, assignors, metadata snapshots."""
 
-    protocol_type = PROTOCOL_TYPE
-
-    def __init__(self, client: ConsumerNetworkClient, group_id: str, subscriptions: SubscriptionState,
-                 metadata: Metadata, assignors: list[PartitionAssignor] | None = None,
-                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
-                 rebalance_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
-                 auto_commit_enabled: bool = True, auto_commit_interval_ms: int = 5_000,
-                 exclude_internal_topics: bool = True, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
-        super().__init__(client, group_id, session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms,
-                         retry_backoff_ms, time, metrics)
-        self.subscriptions, self.metadata = subscriptions, metadata
-        self.assignors = assignors or [RangeAssignor()]
-        self.auto_commit_enabled, self.auto_commit_interval_ms = auto_commit_enabled, auto_commit_interval_ms
-        self.exclude_internal_topics = exclude_internal_topics
-        self.metadata_snapshot: dict[str, int] | None = None
-        self.assignment_snapshot: dict[str, int] | None = None
-        self.completed_offset_commits: deque[Callable[[], None]] = deque()   # user callbacks, for poll()
-        metadata.add_listener(self._on_metadata_update)
-        if self.sensors is not None:
-            self.sensors.add_assigned_partitions(lambda: len(subscriptions.assigned_partitions()))
-        if auto_commit_enabled:
-            client.schedule(self._auto_commit_task, time.milliseconds() + auto_commit_interval_ms)
-
-    # --- metadata: patterns and partition counts ----------------------------------------------
     def _snapshot(self, cluster: Cluster) -> dict[str, int]:
         return {t: n for t in sorted(self.subscriptions.group_subscription)
                 if (n := cluster.partition_count_for_topic(t)) is not None}
@@ -72,7 +48,6 @@ class ConsumerCoordinator(AbstractCoordinator):
                 self.subscriptions.need_reassignment()      # a partition count changed: rebalance
             self.metadata_snapshot = snapshot
 
-    # --- the group protocol -------------------------------------------------------------------
     def protocol_metadata(self) -> list[tuple[str, bytes]]:
         topics = self.subscriptions.subscription
         return [(a.name, ConsumerProtocol.serialize_subscription(a.subscription(topics))) for a in self.assignors]
@@ -139,7 +114,12 @@ class ConsumerCoordinator(AbstractCoordinator):
         assignor.on_assignment(decoded)
         self._event("assigned", ", ".join(map(str, decoded.partitions)) or "nothing")
         self.subscriptions.listener.on_partitions_assigned(list(decoded.partitions))
-    # --- committing -----------------------------------------------------------------------------
+
+
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb dcbdbd36
+class _OffsetCommits:
+    """OffsetCommit: sync, async and auto commit (part of ConsumerCoordinator)."""
+
     def _generation_for_commit(self) -> tuple[int, str]:
         if self.subscriptions.partitions_auto_assigned():
             return self.generation, self.member_id
@@ -234,6 +214,11 @@ class ConsumerCoordinator(AbstractCoordinator):
         while self.completed_offset_commits:
             self.completed_offset_commits.popleft()()
 
+
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb 71e29455
+class _AutoCommit:
+    """enable.auto.commit: the periodic task, and the synchronous commit before a rebalance."""
+
     def maybe_auto_commit_offsets_sync(self, timeout_ms: int | None = None) -> None:
         if not self.auto_commit_enabled:
             return
@@ -265,7 +250,11 @@ class ConsumerCoordinator(AbstractCoordinator):
             return
         self.commit_offsets_async(offsets).add_listener(lambda _: done(None), done)
 
-    # --- fetching committed offsets ---------------------------------------------------------------
+
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb 393db87e
+class _OffsetFetches:
+    """OffsetFetch: where a new owner of a partition resumes (part of ConsumerCoordinator)."""
+
     def send_offset_fetch_request(self, partitions) -> RequestFuture:
         if self.coordinator_unknown():
             return RequestFuture.coordinator_not_available()
@@ -324,6 +313,34 @@ class ConsumerCoordinator(AbstractCoordinator):
             if self.subscriptions.is_assigned(tp):
                 self.subscriptions.committed(tp, offset)
         self.subscriptions.commits_refreshed()
+
+
+# %% book/ch3_consumer/0403_consumer_coordinator.ipynb a6219162
+class ConsumerCoordinator(_ConsumerMembership, _OffsetCommits, _AutoCommit, _OffsetFetches, AbstractCoordinator):
+    """The consumer's side of a group: subscriptions as JoinGroup metadata, assignors, offsets."""
+
+    protocol_type = PROTOCOL_TYPE
+
+    def __init__(self, client: ConsumerNetworkClient, group_id: str, subscriptions: SubscriptionState,
+                 metadata: Metadata, assignors: list[PartitionAssignor] | None = None,
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
+                 rebalance_timeout_ms: int = 300_000, retry_backoff_ms: int = 100,
+                 auto_commit_enabled: bool = True, auto_commit_interval_ms: int = 5_000,
+                 exclude_internal_topics: bool = True, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
+        super().__init__(client, group_id, session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms,
+                         retry_backoff_ms, time, metrics)
+        self.subscriptions, self.metadata = subscriptions, metadata
+        self.assignors = assignors or [RangeAssignor()]
+        self.auto_commit_enabled, self.auto_commit_interval_ms = auto_commit_enabled, auto_commit_interval_ms
+        self.exclude_internal_topics = exclude_internal_topics
+        self.metadata_snapshot: dict[str, int] | None = None
+        self.assignment_snapshot: dict[str, int] | None = None
+        self.completed_offset_commits: deque[Callable[[], None]] = deque()   # user callbacks, for poll()
+        metadata.add_listener(self._on_metadata_update)
+        if self.sensors is not None:
+            self.sensors.add_assigned_partitions(lambda: len(subscriptions.assigned_partitions()))
+        if auto_commit_enabled:
+            client.schedule(self._auto_commit_task, time.milliseconds() + auto_commit_interval_ms)
 
     def close(self, timeout_ms: int = 30_000) -> None:
         """Commit (auto commit) and leave, both within `timeout_ms` together; never hangs on a lost broker."""

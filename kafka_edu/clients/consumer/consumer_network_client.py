@@ -39,6 +39,7 @@ class WakeupException(Exception):
 _PENDING = object()
 
 
+# %% book/ch3_consumer/0401_consumer_network_client.ipynb 109fa6db
 class RequestFuture:
     """The outcome of an asynchronous request: one value or one exception, then listeners."""
 
@@ -186,7 +187,7 @@ class DelayedTaskQueue:
         return len(self._heap) - len(self._removed)
 
 
-# %% book/ch3_consumer/0401_consumer_network_client.ipynb db1f8158
+# %% book/ch3_consumer/0401_consumer_network_client.ipynb 623e33f2
 def synchronized(method):
     """Run the method holding `self.lock` (reentrant, so synchronized methods may call each other)."""
     @functools.wraps(method)
@@ -196,87 +197,9 @@ def synchronized(method):
     return wrapper
 
 
-class ConsumerNetworkClient:
-    """NetworkClient for the consumer: unsent queues, futures, delayed tasks, wakeup, one lock."""
+class _Wakeups:
+    """wakeup() from any thread, and the sections that must not be woken (part of ConsumerNetworkClient)."""
 
-    def __init__(self, client: NetworkClient, metadata: Metadata, time: Time = SYSTEM_TIME,
-                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30_000):
-        self.client = client
-        self.metadata = metadata
-        self.time = time
-        self.retry_backoff_ms = retry_backoff_ms
-        self.unsent_expiry_ms = request_timeout_ms
-        self.delayed_tasks = DelayedTaskQueue()
-        self.unsent: dict[str, list[ClientRequest]] = defaultdict(list)
-        self._nodes: dict[str, Node] = {}
-        self._wakeup = threading.Event()
-        self._wakeup_disabled_count = 0
-        # Beyond 0.10: the heartbeat thread (3.4.5) shares this client with the consumer thread.
-        self.lock = threading.RLock()
-        self.condition = threading.Condition(self.lock)     # where that thread sleeps between beats
-        self.closed = False
-
-    # --- sending -------------------------------------------------------------------------------
-    @synchronized
-    def send(self, node: Node, api_key: ApiKeys, body, api_version: int | None = None) -> RequestFuture:
-        """Park a request for `node`; the returned future ends with the response body."""
-        future = RequestFutureCompletionHandler()
-        request = self.client.new_client_request(node.id_string, api_key, body, self.time.milliseconds(),
-                                                 callback=future, api_version=api_version)
-        self._nodes[node.id_string] = node
-        self.unsent[node.id_string].append(request)
-        return future
-
-    def _try_send(self, now: int) -> bool:
-        sent = False
-        for node_id, requests in list(self.unsent.items()):
-            node = self._nodes[node_id]
-            while requests and self.client.ready(node, now):
-                self.client.send(requests.pop(0), now)
-                sent = True
-            if not requests:
-                del self.unsent[node_id]
-        return sent
-
-    # --- polling -------------------------------------------------------------------------------
-    @synchronized
-    def poll(self, timeout_ms: int, now: int | None = None, execute_delayed_tasks: bool = True) -> None:
-        """One round of network I/O (the book's eight steps)."""
-        now = self.time.milliseconds() if now is None else now
-        self._try_send(now)
-        if execute_delayed_tasks:
-            timeout_ms = min(timeout_ms, self.delayed_tasks.next_timeout(now))
-        self.client.poll(max(0, timeout_ms), now)
-        now = self.time.milliseconds()
-        self._maybe_trigger_wakeup()
-        self._check_disconnects(now)
-        if execute_delayed_tasks:
-            self.delayed_tasks.poll(now)
-        self._try_send(now)
-        self._fail_expired_requests(now)
-
-    @synchronized
-    def poll_future(self, future: RequestFuture, timeout_ms: int | None = None) -> bool:
-        """Poll until `future` is done (True) or `timeout_ms` passed (False); None waits for ever."""
-        begin = self.time.milliseconds()
-        while not future.is_done():
-            now = self.time.milliseconds()
-            remaining = self.retry_backoff_ms if timeout_ms is None else timeout_ms - (now - begin)
-            if remaining <= 0:
-                return False
-            self.poll(min(remaining, self.retry_backoff_ms), now)
-        return True
-
-    @synchronized
-    def poll_no_wakeup(self) -> None:
-        """Network I/O only: no wakeup, no delayed tasks, no waiting."""
-        self.disable_wakeups()
-        try:
-            self.poll(0, execute_delayed_tasks=False)
-        finally:
-            self.enable_wakeups()
-
-    # --- wakeup --------------------------------------------------------------------------------
     def wakeup(self) -> None:
         """From any thread: make the consumer thread's blocking call raise WakeupException."""
         self._wakeup.set()
@@ -299,7 +222,11 @@ class ConsumerNetworkClient:
             self._wakeup.clear()
             raise WakeupException()
 
-    # --- failing requests ----------------------------------------------------------------------
+
+# %% book/ch3_consumer/0401_consumer_network_client.ipynb 4551a442
+class _RequestFailures:
+    """Requests that can no longer be sent: a failed connection, too long a wait (part of ConsumerNetworkClient)."""
+
     def _check_disconnects(self, now: int) -> None:
         for node_id in list(self.unsent):
             if self.client.connection_failed(node_id):
@@ -328,7 +255,11 @@ class ConsumerNetworkClient:
     def _fail(request: ClientRequest, error: BaseException) -> None:
         request.callback.raise_error(error)
 
-    # --- conveniences --------------------------------------------------------------------------
+
+# %% book/ch3_consumer/0401_consumer_network_client.ipynb 58f0c71b
+class _Waiting:
+    """Delayed tasks, and the blocking waits the coordinator and fetcher build on (part of ConsumerNetworkClient)."""
+
     @synchronized
     def schedule(self, task: Callable[[int], None], at_ms: int) -> None:
         self.delayed_tasks.add(task, at_ms)
@@ -377,6 +308,86 @@ class ConsumerNetworkClient:
                 return False
             self.poll(min(self.retry_backoff_ms, timeout_ms - (now - begin)), now)
         return True
+
+
+# %% book/ch3_consumer/0401_consumer_network_client.ipynb db1f8158
+class ConsumerNetworkClient(_Wakeups, _RequestFailures, _Waiting):
+    """NetworkClient for the consumer: unsent queues, futures, delayed tasks, wakeup, one lock."""
+
+    def __init__(self, client: NetworkClient, metadata: Metadata, time: Time = SYSTEM_TIME,
+                 retry_backoff_ms: int = 100, request_timeout_ms: int = 30_000):
+        self.client = client
+        self.metadata = metadata
+        self.time = time
+        self.retry_backoff_ms = retry_backoff_ms
+        self.unsent_expiry_ms = request_timeout_ms
+        self.delayed_tasks = DelayedTaskQueue()
+        self.unsent: dict[str, list[ClientRequest]] = defaultdict(list)
+        self._nodes: dict[str, Node] = {}
+        self._wakeup = threading.Event()
+        self._wakeup_disabled_count = 0
+        # Beyond 0.10: the heartbeat thread (3.4.5) shares this client with the consumer thread.
+        self.lock = threading.RLock()
+        self.condition = threading.Condition(self.lock)     # where that thread sleeps between beats
+        self.closed = False
+
+    @synchronized
+    def send(self, node: Node, api_key: ApiKeys, body, api_version: int | None = None) -> RequestFuture:
+        """Park a request for `node`; the returned future ends with the response body."""
+        future = RequestFutureCompletionHandler()
+        request = self.client.new_client_request(node.id_string, api_key, body, self.time.milliseconds(),
+                                                 callback=future, api_version=api_version)
+        self._nodes[node.id_string] = node
+        self.unsent[node.id_string].append(request)
+        return future
+
+    def _try_send(self, now: int) -> bool:
+        sent = False
+        for node_id, requests in list(self.unsent.items()):
+            node = self._nodes[node_id]
+            while requests and self.client.ready(node, now):
+                self.client.send(requests.pop(0), now)
+                sent = True
+            if not requests:
+                del self.unsent[node_id]
+        return sent
+
+    @synchronized
+    def poll(self, timeout_ms: int, now: int | None = None, execute_delayed_tasks: bool = True) -> None:
+        """One round of network I/O (the book's eight steps)."""
+        now = self.time.milliseconds() if now is None else now
+        self._try_send(now)
+        if execute_delayed_tasks:
+            timeout_ms = min(timeout_ms, self.delayed_tasks.next_timeout(now))
+        self.client.poll(max(0, timeout_ms), now)
+        now = self.time.milliseconds()
+        self._maybe_trigger_wakeup()
+        self._check_disconnects(now)
+        if execute_delayed_tasks:
+            self.delayed_tasks.poll(now)
+        self._try_send(now)
+        self._fail_expired_requests(now)
+
+    @synchronized
+    def poll_future(self, future: RequestFuture, timeout_ms: int | None = None) -> bool:
+        """Poll until `future` is done (True) or `timeout_ms` passed (False); None waits for ever."""
+        begin = self.time.milliseconds()
+        while not future.is_done():
+            now = self.time.milliseconds()
+            remaining = self.retry_backoff_ms if timeout_ms is None else timeout_ms - (now - begin)
+            if remaining <= 0:
+                return False
+            self.poll(min(remaining, self.retry_backoff_ms), now)
+        return True
+
+    @synchronized
+    def poll_no_wakeup(self) -> None:
+        """Network I/O only: no wakeup, no delayed tasks, no waiting."""
+        self.disable_wakeups()
+        try:
+            self.poll(0, execute_delayed_tasks=False)
+        finally:
+            self.enable_wakeups()
 
     @synchronized
     def close(self) -> None:

@@ -90,23 +90,10 @@ class ConsumerRebalanceListener:
         """After the rebalance: the partitions this consumer owns from now on."""
 
 
-# %% book/ch3_consumer/0402_subscription_state.ipynb 4ff40b6d
-class SubscriptionState:
-    """What the consumer subscribed to, and its position in every partition it owns."""
+# %% book/ch3_consumer/0402_subscription_state.ipynb d8225cdc
+class _Subscribing:
+    """What the consumer asked for: topics, a pattern, or partitions (part of SubscriptionState)."""
 
-    def __init__(self, default_reset_strategy: OffsetResetStrategy = OffsetResetStrategy.LATEST):
-        self.default_reset_strategy = OffsetResetStrategy(default_reset_strategy)
-        self.subscription_type = SubscriptionType.NONE
-        self.subscribed_pattern: re.Pattern | None = None
-        self.subscription: set[str] = set()
-        self.group_subscription: set[str] = set()
-        self.user_assignment: set[TopicPartition] = set()
-        self.assignment: dict[TopicPartition, TopicPartitionState] = {}
-        self.needs_partition_assignment = False
-        self.needs_fetch_committed_offsets = True
-        self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
-
-    # --- the subscription ----------------------------------------------------------------------
     def _set_subscription_type(self, kind: SubscriptionType) -> None:
         if self.subscription_type is SubscriptionType.NONE:
             self.subscription_type = kind
@@ -170,41 +157,11 @@ class SubscriptionState:
         self.subscribed_pattern = None
         self.subscription_type = SubscriptionType.NONE
 
-    # --- the assignment ------------------------------------------------------------------------
-    def _replace_assignment(self, partitions) -> None:
-        old = self.assignment
-        self.assignment = {tp: old.get(tp) or TopicPartitionState() for tp in partitions}
 
-    def assign_from_user(self, partitions) -> None:
-        self._set_subscription_type(SubscriptionType.USER_ASSIGNED)
-        partitions = list(dict.fromkeys(partitions))
-        self.user_assignment = set(partitions)
-        self._replace_assignment(partitions)
-        self.needs_partition_assignment = False
-        self.needs_fetch_committed_offsets = True
+# %% book/ch3_consumer/0402_subscription_state.ipynb 7f2ee7ca
+class _Positions:
+    """Where each assigned partition is read from, what was committed, and what may be fetched (part of SubscriptionState)."""
 
-    def assign_from_subscribed(self, partitions) -> None:
-        """The assignment the group gave us after SyncGroup."""
-        for tp in partitions:
-            if tp.topic not in self.subscription:
-                raise ValueError(f"assigned partition {tp} for non-subscribed topic")
-        self._replace_assignment(partitions)
-        self.needs_partition_assignment = False
-        self.needs_fetch_committed_offsets = True
-
-    def assigned_partitions(self) -> list[TopicPartition]:
-        return list(self.assignment)
-
-    def is_assigned(self, tp: TopicPartition) -> bool:
-        return tp in self.assignment
-
-    def _state(self, tp: TopicPartition) -> TopicPartitionState:
-        try:
-            return self.assignment[tp]
-        except KeyError:
-            raise IllegalStateError(f"No current assignment for partition {tp}") from None
-
-    # --- positions and commits -----------------------------------------------------------------
     def seek(self, tp: TopicPartition, offset: int) -> None:
         if offset < 0:
             raise ValueError(f"seek offset must not be negative: {offset}")
@@ -248,7 +205,6 @@ class SubscriptionState:
     def missing_fetch_positions(self) -> list[TopicPartition]:
         return [tp for tp, s in self.assignment.items() if not s.has_valid_position]
 
-    # --- fetchability --------------------------------------------------------------------------
     def is_fetchable(self, tp: TopicPartition) -> bool:
         return tp in self.assignment and self.assignment[tp].is_fetchable
 
@@ -266,3 +222,53 @@ class SubscriptionState:
 
     def paused_partitions(self) -> list[TopicPartition]:
         return [tp for tp, s in self.assignment.items() if s.paused]
+
+
+# %% book/ch3_consumer/0402_subscription_state.ipynb 4ff40b6d
+class SubscriptionState(_Subscribing, _Positions):
+    """What the consumer subscribed to, and its position in every partition it owns."""
+
+    def __init__(self, default_reset_strategy: OffsetResetStrategy = OffsetResetStrategy.LATEST):
+        self.default_reset_strategy = OffsetResetStrategy(default_reset_strategy)
+        self.subscription_type = SubscriptionType.NONE
+        self.subscribed_pattern: re.Pattern | None = None
+        self.subscription: set[str] = set()
+        self.group_subscription: set[str] = set()
+        self.user_assignment: set[TopicPartition] = set()
+        self.assignment: dict[TopicPartition, TopicPartitionState] = {}
+        self.needs_partition_assignment = False
+        self.needs_fetch_committed_offsets = True
+        self.listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
+
+    def _replace_assignment(self, partitions) -> None:
+        old = self.assignment
+        self.assignment = {tp: old.get(tp) or TopicPartitionState() for tp in partitions}
+
+    def assign_from_user(self, partitions) -> None:
+        self._set_subscription_type(SubscriptionType.USER_ASSIGNED)
+        partitions = list(dict.fromkeys(partitions))
+        self.user_assignment = set(partitions)
+        self._replace_assignment(partitions)
+        self.needs_partition_assignment = False
+        self.needs_fetch_committed_offsets = True
+
+    def assign_from_subscribed(self, partitions) -> None:
+        """The assignment the group gave us after SyncGroup."""
+        for tp in partitions:
+            if tp.topic not in self.subscription:
+                raise ValueError(f"assigned partition {tp} for non-subscribed topic")
+        self._replace_assignment(partitions)
+        self.needs_partition_assignment = False
+        self.needs_fetch_committed_offsets = True
+
+    def assigned_partitions(self) -> list[TopicPartition]:
+        return list(self.assignment)
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        return tp in self.assignment
+
+    def _state(self, tp: TopicPartition) -> TopicPartitionState:
+        try:
+            return self.assignment[tp]
+        except KeyError:
+            raise IllegalStateError(f"No current assignment for partition {tp}") from None

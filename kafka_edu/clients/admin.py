@@ -10,6 +10,8 @@ from typing import NamedTuple
 from kafka_edu.clients.client_security import channel_builder_for, check_authentication, define_security_keys
 from kafka_edu.clients.metadata import Metadata, cluster_from_metadata_response
 from kafka_edu.clients.network_client import NetworkClient
+from kafka_edu.common.acl import (ANY_CODE, LITERAL_PATTERN, Acl, Operation, PermissionType, Resource,
+                                  ResourceType)
 from kafka_edu.common.cluster import Cluster, Node, PartitionInfo, TopicPartition, parse_bootstrap_servers
 from kafka_edu.common.config import ConfigDef
 from kafka_edu.common.network.selector import KSelector
@@ -125,7 +127,7 @@ class GroupDescription:
         return self.protocol_type in (PROTOCOL_TYPE, "")
 
 
-# %% book/ch5_tools/0500_admin_client.ipynb 605a00ff
+# %% book/ch5_tools/0500_admin_client.ipynb ff5aab4a
 def _config_source(entry: Struct) -> ConfigSource:
     """A topic config entry's source: reported from v1 on; in v0 a non-default value is the topic's override."""
     code = entry.get("config_source", -1)
@@ -151,33 +153,10 @@ def _decoded(decode: Callable[[bytes], object], data: bytes):
 ADMIN_SECURITY_CONFIG = define_security_keys(ConfigDef())
 
 
-class ClusterAdmin:
-    """A small blocking admin client: each call sends its requests through a NetworkClient and
-    polls until they are answered, retrying retriable errors until `request_timeout_ms` passes.
-    `configs` holds the security keys of 4.8 (`security.protocol`, `sasl.*`, `ssl.*`)."""
+# %% book/ch5_tools/0500_admin_client.ipynb 8c1ac128
+class _Plumbing:
+    """Connecting, sending one request, retrying (mixin of `ClusterAdmin`)."""
 
-    def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str = "kafka-edu-admin",
-                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME,
-                 configs: Mapping[str, object] | None = None):
-        self._time = time
-        self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff_ms = retry_backoff_ms
-        self.metadata = Metadata(refresh_backoff_ms=retry_backoff_ms, time=time, allow_auto_topic_creation=False)
-        self.metadata.bootstrap(parse_bootstrap_servers(bootstrap_servers))
-        builder = channel_builder_for(ADMIN_SECURITY_CONFIG.parse(dict(configs or {})), client_id)
-        self.client = NetworkClient(KSelector(time=time, channel_builder=builder), self.metadata, client_id=client_id,
-                                    request_timeout_ms=request_timeout_ms, time=time)
-
-    def close(self) -> None:
-        self.client.close()
-
-    def __enter__(self) -> "ClusterAdmin":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # --- plumbing ---------------------------------------------------------------------------
     def _deadline(self) -> int:
         return self._time.milliseconds() + self.request_timeout_ms
 
@@ -231,7 +210,11 @@ class ClusterAdmin:
                 self.metadata.request_update()
                 self.client.poll(self.retry_backoff_ms, now)
 
-    # --- cluster and topics -------------------------------------------------------------------
+
+# %% book/ch5_tools/0500_admin_client.ipynb e0ab290b
+class _TopicQueries:
+    """Metadata and DescribeConfigs (mixin of `ClusterAdmin`)."""
+
     def describe_cluster(self, topics: Iterable[str] | None = None) -> Cluster:
         """Fresh metadata: brokers, controller and the given topics (None: every topic)."""
         return self._metadata(topics)[0]
@@ -289,6 +272,11 @@ class ClusterAdmin:
                 raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"DescribeConfigs did not answer for {missing}")
             return {t: configs[t] for t in names}
         return self._retrying(attempt)
+
+
+# %% book/ch5_tools/0500_admin_client.ipynb f304756e
+class _TopicChanges:
+    """CreateTopics, CreatePartitions, DeleteTopics through the controller (mixin of `ClusterAdmin`)."""
 
     def _to_controller(self, api: ApiKeys, body: Callable[[list[str]], dict], names: list[str],
                        results_of: Callable[[Struct], Iterable]) -> dict[str, KafkaError | None]:
@@ -363,7 +351,11 @@ class ClusterAdmin:
                                    lambda names: {"topic_names": names, "timeout_ms": timeout_ms},
                                    list(topics), lambda r: r["responses"])
 
-    # --- offsets in the log -------------------------------------------------------------------
+
+# %% book/ch5_tools/0500_admin_client.ipynb f6b252f0
+class _OffsetsAndGroups:
+    """ListOffsets, FindCoordinator, ListGroups, DescribeGroups (mixin of `ClusterAdmin`)."""
+
     def list_offsets(self, timestamps: Mapping[TopicPartition, int],
                      isolation_level: int = 0) -> dict[TopicPartition, OffsetAndTimestamp]:
         """For each partition, the offset for a timestamp: EARLIEST_TIMESTAMP (-2), LATEST_TIMESTAMP
@@ -447,6 +439,11 @@ class ClusterAdmin:
                                     members, coordinator)
         return self._coordinated(group_id, attempt)
 
+
+# %% book/ch5_tools/0500_admin_client.ipynb 911b23a0
+class _GroupOffsets:
+    """OffsetFetch, OffsetCommit, DeleteGroups (mixin of `ClusterAdmin`)."""
+
     def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (all of them, or for `partitions`); uncommitted ones are left out."""
@@ -520,3 +517,103 @@ class ClusterAdmin:
             except KafkaError as exc:                   # retried until the timeout, or finding the coordinator failed
                 results[group_id] = exc
         return results
+
+
+# %% book/ch5_tools/0500_admin_client.ipynb 7053beae
+@dataclass(frozen=True)
+class AclBindingFilter:
+    """What DescribeAcls and DeleteAcls match; None in a field means any."""
+    resource_type: ResourceType | None = None
+    name: str | None = None
+    principal: str | None = None
+    host: str | None = None
+    operation: Operation | None = None
+    permission_type: PermissionType | None = None
+
+    def to_body(self) -> dict:
+        def code(value) -> int:
+            return ANY_CODE if value is None else value.code
+
+        return {"resource_type_filter": code(self.resource_type), "resource_name_filter": self.name,
+                "pattern_type_filter": LITERAL_PATTERN, "principal_filter": self.principal,
+                "host_filter": self.host, "operation": code(self.operation),
+                "permission_type": code(self.permission_type)}
+
+
+def _binding(s: Struct, resource_type: int, name: str) -> tuple[Resource, Acl]:
+    return (Resource(ResourceType.from_code(resource_type), name),
+            Acl(s.principal, PermissionType.from_code(s.permission_type), s.host, Operation.from_code(s.operation)))
+
+
+class _AclAdmin:
+    """create_acls, describe_acls, delete_acls (mixin of `ClusterAdmin`)."""
+
+    def create_acls(self, bindings: Iterable[tuple[Resource, Acl]]) -> dict[tuple[Resource, Acl], KafkaError | None]:
+        bindings = list(dict.fromkeys(bindings))
+        body = {"creations": [{"resource_type": r.resource_type.code, "resource_name": r.name,
+                               "resource_pattern_type": LITERAL_PATTERN, "principal": a.principal, "host": a.host,
+                               "operation": a.operation.code, "permission_type": a.permission_type.code}
+                              for r, a in bindings]}
+
+        def attempt(deadline: int) -> dict:
+            results = self._send_any(ApiKeys.CREATE_ACLS, body, deadline).results
+            return {b: _error_or_none(r.error_code, r.error_message) for b, r in zip(bindings, results, strict=True)}
+        return self._retrying(attempt) if bindings else {}
+
+    def describe_acls(self, acl_filter: AclBindingFilter = AclBindingFilter()) -> list[tuple[Resource, Acl]]:
+        def attempt(deadline: int) -> list:
+            answer = self._send_any(ApiKeys.DESCRIBE_ACLS, acl_filter.to_body(), deadline)
+            _raise_for(answer.error_code, answer.error_message)
+            return [_binding(a, r.resource_type, r.resource_name) for r in answer.resources for a in r.acls]
+        return self._retrying(attempt)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[tuple[Resource, Acl]]]:
+        filters = list(filters)
+
+        def attempt(deadline: int) -> list:
+            answer = self._send_any(ApiKeys.DELETE_ACLS, {"filters": [f.to_body() for f in filters]}, deadline)
+            for result in answer.filter_results:
+                _raise_for(result.error_code, result.error_message)
+            return [[_binding(m, m.resource_type, m.resource_name) for m in result.matching_acls]
+                    for result in answer.filter_results]
+        return self._retrying(attempt) if filters else []
+
+
+def _error_or_none(code: int, message: str | None) -> KafkaError | None:
+    error = Errors.for_code(code)
+    return None if error is Errors.NONE else KafkaError(error, message or error.name)
+
+
+def _raise_for(code: int, message: str | None) -> None:
+    error = _error_or_none(code, message)
+    if error is not None:
+        raise error
+
+
+# %% book/ch5_tools/0500_admin_client.ipynb 605a00ff
+class ClusterAdmin(_AclAdmin, _GroupOffsets, _OffsetsAndGroups, _TopicChanges, _TopicQueries,
+                   _Plumbing):
+    """A small blocking admin client: each call sends its requests through a NetworkClient and
+    polls until they are answered, retrying retriable errors until `request_timeout_ms` passes.
+    `configs` holds the security keys of 4.8 (`security.protocol`, `sasl.*`, `ssl.*`)."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str], client_id: str = "kafka-edu-admin",
+                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100, time: Time = SYSTEM_TIME,
+                 configs: Mapping[str, object] | None = None):
+        self._time = time
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metadata = Metadata(refresh_backoff_ms=retry_backoff_ms, time=time, allow_auto_topic_creation=False)
+        self.metadata.bootstrap(parse_bootstrap_servers(bootstrap_servers))
+        builder = channel_builder_for(ADMIN_SECURITY_CONFIG.parse(dict(configs or {})), client_id)
+        self.client = NetworkClient(KSelector(time=time, channel_builder=builder), self.metadata, client_id=client_id,
+                                    request_timeout_ms=request_timeout_ms, time=time)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "ClusterAdmin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -8,10 +8,12 @@ from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import RequestHeader
 from kafka_edu.common.protocol.types import Struct
-from kafka_edu.server.coordinator.group_coordinator import DEFAULT_RETENTION, GroupCoordinator, JoinGroupResult
+from kafka_edu.server.coordinator.group_coordinator import (DEFAULT_RETENTION, GroupCoordinator, JoinGroupResult,
+                                                           join_error)
 from kafka_edu.server.coordinator.group_metadata_manager import INVALID_OFFSET
 from kafka_edu.server.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, NO_LEADER_EPOCH, NO_TIMESTAMP
 from kafka_edu.server.network.request_channel import Request
+from kafka_edu.common.acl import CLUSTER, Operation, Resource
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,11 @@ class _FindCoordinator:
 
     def handle_find_coordinator_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         key_type = body.key_type if header.api_version >= 1 else GROUP_KEY_TYPE
-        if key_type == GROUP_KEY_TYPE:
+        message = None
+        if key_type == GROUP_KEY_TYPE and not self.may(request, Operation.DESCRIBE, body.key):
+            error, node_id, host, port = Errors.GROUP_AUTHORIZATION_FAILED, -1, "", -1
+        elif key_type == GROUP_KEY_TYPE:
             error, node_id, host, port = self.coordinator_node(body.key, request.security_protocol)
-            message = None
         else:
             error, node_id, host, port = Errors.INVALID_REQUEST, -1, "", -1
             message = f"key type {key_type} is not served: this broker has no transaction coordinator"
@@ -88,6 +92,9 @@ class _Membership:
                 "members": [{"member_id": member_id, "group_instance_id": None, "metadata": metadata}
                             for member_id, metadata in result.members]})
 
+        if not self.may(request, Operation.READ, body.group_id):
+            respond(join_error(body.member_id, Errors.GROUP_AUTHORIZATION_FAILED))
+            return
         self.coordinator.handle_join_group(
             body.group_id, body.member_id, header.client_id or "", client_host(request), rebalance_timeout,
             body.session_timeout_ms, body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
@@ -98,15 +105,26 @@ class _Membership:
             self.send_response(request, header, {"throttle_time_ms": 0, "error_code": error.code,
                                                  "assignment": bytes(assignment)})
 
+        if not self.may(request, Operation.READ, body.group_id):
+            respond(b"", Errors.GROUP_AUTHORIZATION_FAILED)
+            return
         self.coordinator.handle_sync_group(body.group_id, body.generation_id, body.member_id,
                                            {a.member_id: bytes(a.assignment) for a in body.assignments}, respond)
 
     def handle_heartbeat_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        if not self.may(request, Operation.READ, body.group_id):
+            self.send_response(request, header, {"throttle_time_ms": 0,
+                                                 "error_code": Errors.GROUP_AUTHORIZATION_FAILED.code})
+            return
         self.coordinator.handle_heartbeat(
             body.group_id, body.member_id, body.generation_id,
             lambda error: self.send_response(request, header, {"throttle_time_ms": 0, "error_code": error.code}))
 
     def handle_leave_group_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        if not self.may(request, Operation.READ, body.group_id):
+            self.send_response(request, header, {"throttle_time_ms": 0, "members": [],
+                                                 "error_code": Errors.GROUP_AUTHORIZATION_FAILED.code})
+            return
         if header.api_version <= 2:
             self.coordinator.handle_leave_group(
                 body.group_id, body.member_id,
@@ -141,6 +159,9 @@ class _Membership:
 class _OffsetApis:
     """OffsetCommit and OffsetFetch (mixin of `GroupApis`)."""
 
+    def _may_describe_topic(self, request: Request, topic: str) -> bool:
+        return self.apis.authorize(request, Operation.DESCRIBE, Resource.topic(topic))
+
     def _hosted(self, topic: str, partition: int) -> bool:
         return self.metadata_cache.get_partition_info(topic, partition) is not None
 
@@ -160,10 +181,16 @@ class _OffsetApis:
             log.info("refusing OffsetCommit v0 from %s: v0 stores offsets in ZooKeeper", header.client_id)
             respond({(topic, p.partition_index): Errors.UNSUPPORTED_VERSION for topic, p in requested})
             return
+        if not self.may(request, Operation.READ, body.group_id):
+            respond({(topic, p.partition_index): Errors.GROUP_AUTHORIZATION_FAILED for topic, p in requested})
+            return
         refused, offsets = {}, {}
+        readable = {t.name: self.apis.authorize(request, Operation.READ, Resource.topic(t.name)) for t in body.topics}
         for topic, p in requested:
             tp = (topic, p.partition_index)
-            if not self._hosted(*tp):
+            if not readable[topic]:
+                refused[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif not self._hosted(*tp):
                 refused[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = self.coordinator.offset_and_metadata(
@@ -183,11 +210,16 @@ class _OffsetApis:
         if version == 0:
             error, found = Errors.NONE, {tp: (INVALID_OFFSET, "", NO_LEADER_EPOCH, Errors.UNSUPPORTED_VERSION)
                                          for tp in requested}
+        elif not self.may(request, Operation.READ, body.group_id):
+            error, found = Errors.GROUP_AUTHORIZATION_FAILED, {
+                tp: (INVALID_OFFSET, "", NO_LEADER_EPOCH, Errors.GROUP_AUTHORIZATION_FAILED) for tp in requested or []}
         else:
             # versions 0-1 ask for "all partitions" with an empty list (Kafka 0.10.0), later ones with null
             wanted = None if requested is None or (version == 1 and not requested) else requested
             error, results = self.coordinator.handle_fetch_offsets(body.group_id, wanted)
-            found = {tp: (r.offset, r.metadata, r.leader_epoch, r.error) for tp, r in results.items()}
+            found = {tp: (r.offset, r.metadata, r.leader_epoch, r.error) if self._may_describe_topic(request, tp[0])
+                     else (INVALID_OFFSET, "", NO_LEADER_EPOCH, Errors.TOPIC_AUTHORIZATION_FAILED)
+                     for tp, r in results.items() if wanted is not None or self._may_describe_topic(request, tp[0])}
         if version >= 2 and error is not Errors.NONE:
             found = {}
         by_topic: dict[str, list] = {}
@@ -208,6 +240,11 @@ class _GroupAdmin:
             else UNREQUESTED_OPERATIONS
         described = []
         for group_id in body.groups:
+            if not self.may(request, Operation.DESCRIBE, group_id):
+                described.append({"error_code": Errors.GROUP_AUTHORIZATION_FAILED.code, "group_id": group_id,
+                                  "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                                  "authorized_operations": UNREQUESTED_OPERATIONS})
+                continue
             error, summary = self.coordinator.handle_describe_group(group_id)
             described.append({
                 "error_code": error.code, "group_id": group_id, "group_state": summary.state,
@@ -215,16 +252,29 @@ class _GroupAdmin:
                 "members": [{"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
                              "client_host": m.client_host, "member_metadata": m.metadata,
                              "member_assignment": m.assignment} for m in summary.members],
-                "authorized_operations": operations})
+                "authorized_operations": self._group_operations(request, group_id, operations)})
         self.send_response(request, header, {"throttle_time_ms": 0, "groups": described})
 
+    def _group_operations(self, request: Request, group_id: str, operations: int) -> int:
+        """DescribeGroups v3+: the bits of the group operations this principal may perform."""
+        if operations == UNREQUESTED_OPERATIONS or self.apis.authorizer is None:
+            return operations
+        return sum(1 << op.code for op in (Operation.READ, Operation.DELETE, Operation.DESCRIBE)
+                   if self.may(request, op, group_id))
+
     def handle_list_groups_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        if not self.apis.authorize(request, Operation.DESCRIBE, CLUSTER):
+            self.send_response(request, header, {"throttle_time_ms": 0, "groups": [],
+                                                 "error_code": Errors.CLUSTER_AUTHORIZATION_FAILED.code})
+            return
         error, groups = self.coordinator.handle_list_groups()
         self.send_response(request, header, {"throttle_time_ms": 0, "error_code": error.code, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type} for g in groups]})
 
     def handle_delete_groups_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
-        errors = self.coordinator.handle_delete_groups(list(body.groups_names))
+        names = list(dict.fromkeys(body.groups_names))
+        refused = {g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if not self.may(request, Operation.DELETE, g)}
+        errors = {**self.coordinator.handle_delete_groups([g for g in names if g not in refused]), **refused}
         self.send_response(request, header, {"throttle_time_ms": 0, "results": [
             {"group_id": group_id, "error_code": error.code} for group_id, error in errors.items()]})
 
@@ -237,6 +287,10 @@ class GroupApis(_GroupAdmin, _OffsetApis, _Membership, _FindCoordinator):
         self.coordinator = coordinator
         self.admin_manager = admin_manager
         self.metadata_cache = metadata_cache
+
+    def may(self, request: Request, operation: Operation, group_id: str) -> bool:
+        """The KafkaApis authorizer's answer for `operation` on the group (yes when none is configured)."""
+        return self.apis.authorize(request, operation, Resource.group(group_id))
 
     def send_response(self, request: Request, header: RequestHeader, body: dict) -> None:
         """Thread-safe: coordinator callbacks may run on a handler thread or a purgatory's reaper."""

@@ -4,6 +4,7 @@
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kafka_edu.common.network.network_send import NetworkSend
 from kafka_edu.common.protocol.api_keys import ApiKeys, UnsupportedVersionError
@@ -21,8 +22,11 @@ from kafka_edu.server.log.file_records import iter_log_entries
 from kafka_edu.server.network.request_channel import Request, Response
 from kafka_edu.server.replica.metadata_cache import Broker, PartitionStateInfo
 from kafka_edu.server.replica.partition import READ_COMMITTED, PartitionState
-from kafka_edu.server.replica.replica_manager import (INTERNAL_TOPICS, FetchPartitionInfo, PartitionResponse,
-                                                      error_for_exception)
+from kafka_edu.server.replica.replica_manager import (INTERNAL_TOPICS, FetchPartitionData, FetchPartitionInfo,
+                                                      PartitionResponse, error_for_exception)
+from kafka_edu.common.acl import (ANY_CODE, CLUSTER, LITERAL_PATTERN, MATCH_PATTERN, PREFIXED_PATTERN, Acl, Operation,
+                                  PermissionType, Resource, ResourceType)
+from kafka_edu.server.security.authorizer import authorizer_from_config
 from kafka_edu.server.topic_config import TOPIC_CONFIG_SYNONYMS, topic_log_config
 from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
 
@@ -123,8 +127,14 @@ class _MetadataApis:
         protocol = request.security_protocol
         topics = []
         for name in names:
-            partitions = self.metadata_cache.get_partitions(name)
-            if partitions is None:
+            described = self.authorize(request, Operation.DESCRIBE, Resource.topic(name))
+            if all_topics and not described:
+                continue                    # "all topics" means all the principal may describe
+            partitions = None if not described else self.metadata_cache.get_partitions(name)
+            if not described or (partitions is None and allow_auto_create and not self.may_create(request, name)):
+                topics.append({"error_code": Errors.TOPIC_AUTHORIZATION_FAILED.code, "name": name,
+                               "is_internal": name in INTERNAL_TOPICS, "partitions": []})
+            elif partitions is None:
                 error = self.admin_manager.auto_create_topic(name) if allow_auto_create \
                     else Errors.UNKNOWN_TOPIC_OR_PARTITION
                 topics.append({"error_code": error.code, "name": name, "is_internal": name in INTERNAL_TOPICS,
@@ -169,9 +179,12 @@ class _ProduceApi:
         transactional = version >= 3 and body.transactional_id is not None
         entries, refused = {}, {}
         for topic in body.topic_data:
+            writable = self.authorize(request, Operation.WRITE, Resource.topic(topic.name))
             for data in topic.partition_data:
                 tp, records = (topic.name, data.index), data.records or b""
-                if transactional or (version >= 3 and _has_transactional_batch(records)):
+                if not writable:
+                    refused[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                elif transactional or (version >= 3 and _has_transactional_batch(records)):
                     refused[tp] = Errors.INVALID_TXN_STATE
                 elif version >= 3 and not _only_v2_batches(records):
                     refused[tp] = Errors.CORRUPT_MESSAGE
@@ -220,15 +233,24 @@ class _FetchApis:
             self.send_response(request, header, {"throttle_time_ms": 0, "responses": [], "session_id": 0,
                                                  "error_code": Errors.FETCH_SESSION_ID_NOT_FOUND.code})
             return
+        readable = {t.topic: self.authorize(request, Operation.READ, Resource.topic(t.topic)) for t in body.topics}
         fetch_infos = [((t.topic, p.partition),
                         FetchPartitionInfo(p.fetch_offset, p.partition_max_bytes,
                                            p.current_leader_epoch if version >= 9 else -1))
-                       for t in body.topics for p in t.partitions]
+                       for t in body.topics for p in t.partitions if readable[t.topic]]
+        refused = [((t.topic, p.partition), FetchPartitionData(Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None))
+                   for t in body.topics for p in t.partitions if not readable[t.topic]]
         isolation = body.isolation_level if version >= 4 else 0
+
+        def respond(results: list) -> None:
+            self._send_fetch_response(request, header, refused + list(results), isolation)
+
+        if not fetch_infos:
+            respond([])
+            return
         self.replica_manager.fetch_messages(
             body.max_wait_ms, body.replica_id, body.min_bytes, body.max_bytes if version >= 3 else INT_MAX,
-            version <= 2, fetch_infos, lambda results: self._send_fetch_response(request, header, results, isolation),
-            isolation)
+            version <= 2, fetch_infos, respond, isolation)
 
     def _send_fetch_response(self, request: Request, header: RequestHeader, results: list, isolation: int) -> None:
         version = header.api_version
@@ -261,9 +283,13 @@ class _FetchApis:
         topics = []
         for topic in body.topics:
             partitions = []
+            described = self.authorize(request, Operation.DESCRIBE, Resource.topic(topic.name))
             for p in topic.partitions:
                 answer = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
                           "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                if not described:
+                    partitions.append({**answer, "error_code": Errors.TOPIC_AUTHORIZATION_FAILED.code})
+                    continue
                 try:
                     partition = self.replica_manager.get_partition((topic.name, p.partition_index))
                     if partition is None:
@@ -318,6 +344,11 @@ class _AdminApis:
             rows.append({"name": name, "error_code": error.code, message_field: message})
         return rows
 
+    def _unauthorized_topics(self, request: Request, names: list[str], refused: dict, allowed) -> dict:
+        """TOPIC_AUTHORIZATION_FAILED for each topic not yet refused that `allowed(request, name)` rejects."""
+        return {n: (Errors.TOPIC_AUTHORIZATION_FAILED, None) for n in dict.fromkeys(names)
+                if n not in refused and not allowed(request, n)}
+
     def _precheck(self, names: list[str]) -> dict:
         """Errors that belong to the request, not to a topic's state: duplicates, not the controller."""
         duplicates = {n for n in names if names.count(n) > 1}
@@ -330,6 +361,7 @@ class _AdminApis:
         version = header.api_version
         names = [t.name for t in body.topics]
         refused = self._precheck(names)
+        refused.update(self._unauthorized_topics(request, names, refused, self.may_create))
         new_topics = []
         for t in body.topics:
             if t.name in refused:
@@ -352,6 +384,8 @@ class _AdminApis:
     def handle_delete_topics_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         names = list(body.topic_names)
         refused = self._precheck(names)
+        refused.update(self._unauthorized_topics(
+            request, names, refused, lambda r, n: self.authorize(r, Operation.DELETE, Resource.topic(n))))
         if not self.config["delete.topic.enable"]:
             error = Errors.TOPIC_DELETION_DISABLED if header.api_version >= 3 else Errors.INVALID_REQUEST
             refused.update({n: (error, None) for n in names if n not in refused})
@@ -366,6 +400,8 @@ class _AdminApis:
     def handle_create_partitions_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         names = [t.name for t in body.topics]
         refused = self._precheck(names)
+        refused.update(self._unauthorized_topics(
+            request, names, refused, lambda r, n: self.authorize(r, Operation.ALTER, Resource.topic(n))))
         wanted = [NewPartitions(t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
                   for t in body.topics if t.name not in refused]
 
@@ -381,7 +417,11 @@ class _AdminApis:
         for resource in body.resources:
             result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                       "resource_name": resource.resource_name, "configs": []}
-            if resource.resource_type == TOPIC_RESOURCE:
+            if not self._may_describe_configs(request, resource.resource_type, resource.resource_name):
+                error = Errors.TOPIC_AUTHORIZATION_FAILED if resource.resource_type == TOPIC_RESOURCE \
+                    else Errors.CLUSTER_AUTHORIZATION_FAILED
+                result["error_code"] = error.code
+            elif resource.resource_type == TOPIC_RESOURCE:
                 if not self.metadata_cache.contains_topic(resource.resource_name):
                     result["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
                     result["error_message"] = f"Topic {resource.resource_name} does not exist"
@@ -402,6 +442,10 @@ class _AdminApis:
                 result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
             results.append(result)
         self.send_response(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def _may_describe_configs(self, request: Request, resource_type: int, name: str) -> bool:
+        resource = Resource.topic(name) if resource_type == TOPIC_RESOURCE else CLUSTER
+        return self.authorize(request, Operation.DESCRIBE_CONFIGS, resource)
 
     def _config_entry(self, name, value, source, read_only, chain) -> dict:
         return {"name": name, "value": _config_text(value), "read_only": read_only,
@@ -437,6 +481,8 @@ class _AdminApis:
             log.info("refusing InitProducerId for transactional id %r: transactions are not supported",
                      body.transactional_id)
             answer = {"error_code": Errors.INVALID_REQUEST.code, "producer_id": -1, "producer_epoch": -1}
+        elif not self.authorize(request, Operation.IDEMPOTENT_WRITE, CLUSTER):
+            answer = {"error_code": Errors.CLUSTER_AUTHORIZATION_FAILED.code, "producer_id": -1, "producer_epoch": -1}
         else:
             answer = {"error_code": 0, "producer_id": self.producer_id_manager.generate_producer_id(),
                       "producer_epoch": 0}
@@ -457,6 +503,8 @@ class _InterBrokerApis:
     """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown: what the controller sends (mixin of `KafkaApis`)."""
 
     def handle_leader_and_isr_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        if not self._cluster_action(request, header):
+            return
         states = {(p.topic_name, p.partition_index): PartitionState(p.controller_epoch, p.leader, p.leader_epoch,
                                                                     tuple(p.isr), p.partition_epoch, tuple(p.replicas))
                   for p in body.ungrouped_partition_states}
@@ -466,6 +514,8 @@ class _InterBrokerApis:
             {"topic_name": t, "partition_index": p, "error_code": e.code} for (t, p), e in sorted(results.items())]})
 
     def handle_stop_replica_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        if not self._cluster_action(request, header):
+            return
         partitions = [(p.topic_name, p.partition_index) for p in body.ungrouped_partitions]
         error, results = self._guarded(lambda: self.replica_manager.stop_replicas(
             body.controller_id, body.controller_epoch, partitions, body.delete_partitions))
@@ -474,6 +524,8 @@ class _InterBrokerApis:
 
     def handle_update_metadata_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         """Fenced by the controller epoch the replica manager keeps, then applied to the cache."""
+        if not self._cluster_action(request, header):
+            return
         if body.controller_epoch < self.replica_manager.controller_epoch:
             log.warning("ignoring UpdateMetadata from controller %d with epoch %d: the current epoch is %d",
                         body.controller_id, body.controller_epoch, self.replica_manager.controller_epoch)
@@ -495,6 +547,8 @@ class _InterBrokerApis:
 
     def handle_controlled_shutdown_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         """A broker about to stop asks the controller to move its leaderships away first."""
+        if not self._cluster_action(request, header):
+            return
         remaining, error = [], Errors.NONE
         try:
             remaining = sorted(self.controller.shutdown_broker(body.broker_id))
@@ -505,6 +559,15 @@ class _InterBrokerApis:
         self.send_response(request, header, {"error_code": error.code, "remaining_partitions": [
             {"topic_name": t, "partition_index": p} for t, p in remaining]})
 
+    def _cluster_action(self, request: Request, header: RequestHeader) -> bool:
+        """Only brokers (principals with ClusterAction on the cluster) may send the controller's requests;
+        anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing is applied."""
+        if self.authorize(request, Operation.CLUSTER_ACTION, CLUSTER):
+            return True
+        self.send_response(request, header, {"error_code": Errors.CLUSTER_AUTHORIZATION_FAILED.code,
+                                             "partition_errors": [], "remaining_partitions": []})
+        return False
+
     def _guarded(self, action):
         """Run a replica-manager call; an unexpected failure becomes an error code, not a dead thread."""
         try:
@@ -514,8 +577,137 @@ class _InterBrokerApis:
             return Errors.UNKNOWN_SERVER_ERROR, {}
 
 
+# %% book/ch4_server/0202_kafka_apis.ipynb 6163966b
+class _Authorization:
+    """The one question every handler asks (mixin of `KafkaApis`)."""
+
+    def authorize(self, request: Request, operation: Operation, resource: Resource) -> bool:
+        """True when no authorizer is configured, else the authorizer's answer for the request's session."""
+        return self.authorizer is None or self.authorizer.authorize(request.session, operation, resource)
+
+    def may_create(self, request: Request, topic: str) -> bool:
+        """Create on the cluster (0.10), or, Beyond 0.10 as in Kafka 2.0, Create on the topic itself."""
+        return (self.authorize(request, Operation.CREATE, CLUSTER)
+                or self.authorize(request, Operation.CREATE, Resource.topic(topic)))
+
+
+# %% book/ch4_server/0202_kafka_apis.ipynb 2956f804
+@dataclass(frozen=True)
+class AclFilter:
+    """The filter of DescribeAcls and DeleteAcls; None means "any"."""
+    resource_type: ResourceType | None
+    name: str | None
+    match_wildcard: bool
+    literal: bool
+    principal: str | None
+    host: str | None
+    operation: Operation | None
+    permission_type: PermissionType | None
+
+    @classmethod
+    def from_struct(cls, s: Struct, version: int) -> "AclFilter":
+        """Raises ValueError for an unknown code."""
+        def code(value, enum):
+            return None if value == ANY_CODE else enum.from_code(value)
+
+        pattern = s.pattern_type_filter if version >= 1 else LITERAL_PATTERN
+        if pattern not in (ANY_CODE, MATCH_PATTERN, LITERAL_PATTERN, PREFIXED_PATTERN):
+            raise ValueError(f"unknown pattern type {pattern}")
+        return cls(code(s.resource_type_filter, ResourceType), s.resource_name_filter, pattern == MATCH_PATTERN,
+                   pattern != PREFIXED_PATTERN, s.principal_filter, s.host_filter, code(s.operation, Operation),
+                   code(s.permission_type, PermissionType))
+
+    def matches(self, resource: Resource, acl: Acl) -> bool:
+        names = (self.name, "*") if self.match_wildcard else (self.name,)
+        return (self.literal and self.resource_type in (None, resource.resource_type)
+                and (self.name is None or resource.name in names)
+                and self.principal in (None, acl.principal) and self.host in (None, acl.host)
+                and self.operation in (None, acl.operation) and self.permission_type in (None, acl.permission_type))
+
+
+def _acl_fields(resource: Resource, acl: Acl) -> dict:
+    return {"resource_type": resource.resource_type.code, "resource_name": resource.name,
+            "pattern_type": LITERAL_PATTERN, "principal": acl.principal, "host": acl.host,
+            "operation": acl.operation.code, "permission_type": acl.permission_type.code}
+
+
+def _acl_binding(c: Struct, version: int) -> tuple[Resource, Acl]:
+    """The resource and ACL of one CreateAcls creation; ValueError when it is not a concrete literal ACL."""
+    if version >= 1 and c.resource_pattern_type != LITERAL_PATTERN:
+        raise ValueError("only literal resource patterns are supported")
+    resource = Resource(ResourceType.from_code(c.resource_type), c.resource_name)
+    if not resource.name or (resource.resource_type is ResourceType.CLUSTER and resource.name != CLUSTER.name):
+        raise ValueError(f"invalid resource name {resource.name!r} for {resource.resource_type}")
+    return resource, Acl(c.principal, PermissionType.from_code(c.permission_type), c.host or "*",
+                         Operation.from_code(c.operation))
+
+
+class _AclApis:
+    """DescribeAcls, CreateAcls and DeleteAcls (mixin of `KafkaApis`)."""
+
+    def _acl_refusal(self, request: Request, operation: Operation) -> tuple[Errors, str | None] | None:
+        if self.authorizer is None:
+            return Errors.SECURITY_DISABLED, "No Authorizer is configured on the broker"
+        if not self.authorize(request, operation, CLUSTER):
+            return Errors.CLUSTER_AUTHORIZATION_FAILED, None
+        return None
+
+    def _matching_acls(self, acl_filter: AclFilter) -> list[tuple[Resource, Acl]]:
+        return [(resource, acl) for resource, acls in self.authorizer.get_all_acls().items()
+                for acl in sorted(acls, key=str) if acl_filter.matches(resource, acl)]
+
+    def handle_describe_acls_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        refusal = self._acl_refusal(request, Operation.DESCRIBE)
+        resources: dict[Resource, list] = {}
+        if refusal is None:
+            try:
+                for resource, acl in self._matching_acls(AclFilter.from_struct(body, header.api_version)):
+                    resources.setdefault(resource, []).append(_acl_fields(resource, acl))
+            except ValueError as exc:
+                refusal = Errors.INVALID_REQUEST, str(exc)
+        error, message = refusal or (Errors.NONE, None)
+        self.send_response(request, header, {
+            "throttle_time_ms": 0, "error_code": error.code, "error_message": message, "resources": [
+                {"resource_type": r.resource_type.code, "resource_name": r.name, "pattern_type": LITERAL_PATTERN,
+                 "acls": acls} for r, acls in resources.items()]})
+
+    def handle_create_acls_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        refusal = self._acl_refusal(request, Operation.ALTER)
+        results = []
+        for creation in body.creations:
+            error, message = refusal or (Errors.NONE, None)
+            if refusal is None:
+                try:
+                    resource, acl = _acl_binding(creation, header.api_version)
+                    self.authorizer.add_acls({acl}, resource)
+                except ValueError as exc:
+                    error, message = Errors.INVALID_REQUEST, str(exc)
+            results.append({"error_code": error.code, "error_message": message})
+        self.send_response(request, header, {"throttle_time_ms": 0, "results": results})
+
+    def handle_delete_acls_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        refusal = self._acl_refusal(request, Operation.ALTER)
+        results = []
+        for filter_struct in body.filters:
+            error, message, matching = *(refusal or (Errors.NONE, None)), []
+            if refusal is None:
+                try:
+                    matching = self._matching_acls(AclFilter.from_struct(filter_struct, header.api_version))
+                except ValueError as exc:
+                    error, message = Errors.INVALID_REQUEST, str(exc)
+                by_resource: dict[Resource, set] = {}
+                for resource, acl in matching:
+                    by_resource.setdefault(resource, set()).add(acl)
+                for resource, acls in by_resource.items():
+                    self.authorizer.remove_acls(acls, resource)
+            results.append({"error_code": error.code, "error_message": message, "matching_acls": [
+                {"error_code": 0, "error_message": None, **_acl_fields(r, a)} for r, a in matching]})
+        self.send_response(request, header, {"throttle_time_ms": 0, "filter_results": results})
+
+
 # %% book/ch4_server/0202_kafka_apis.ipynb e7327eb2
-class KafkaApis(_InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Dispatch):
+class KafkaApis(_AclApis, _InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Authorization,
+                _Dispatch):
     """The API layer: one handler per API key, answering through the RequestChannel."""
 
     def __init__(self, request_channel, replica_manager, admin_manager, controller, metadata_cache, zk_utils,
@@ -530,6 +722,7 @@ class KafkaApis(_InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _Metadata
         self.cluster_id = cluster_id
         self.producer_id_manager = producer_id_manager
         self.time = time
+        self.authorizer = authorizer_from_config(config, zk_utils, time)
         self.request_counts: Counter[ApiKeys] = Counter()
         self.handlers: dict[ApiKeys, Handler] = {
             ApiKeys.PRODUCE: self.handle_produce_request,
@@ -548,4 +741,7 @@ class KafkaApis(_InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _Metadata
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id_request,
             ApiKeys.DESCRIBE_CONFIGS: self.handle_describe_configs_request,
             ApiKeys.CREATE_PARTITIONS: self.handle_create_partitions_request,
+            ApiKeys.DESCRIBE_ACLS: self.handle_describe_acls_request,
+            ApiKeys.CREATE_ACLS: self.handle_create_acls_request,
+            ApiKeys.DELETE_ACLS: self.handle_delete_acls_request,
         }

@@ -92,6 +92,10 @@ BROKER_KEYS = {
     "4.4 Purgatory": [
         ("producer.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed produce ops after this many."),
         ("fetch.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed fetch ops after this many."),
+        ("max.incremental.fetch.session.cache.slots", INT, 1000, AT_LEAST_0,
+         "Fetch sessions the broker keeps (Beyond 0.10: KIP-227)."),
+        ("min.incremental.fetch.session.eviction.ms", INT, 120000, AT_LEAST_0,
+         "Idle time after which a fetch session may lose its slot (Beyond 0.10)."),
     ],
     "4.5 Replication": [
         ("replica.lag.time.max.ms", LONG, 10000, None, "A follower this far behind leaves the ISR."),

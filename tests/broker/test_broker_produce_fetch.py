@@ -115,12 +115,32 @@ def test_max_bytes_v3_returns_at_least_one_batch_v2_does_not(client):
     assert len(partial) == 100 and values_of(partial) == []
 
 
-def test_fetch_sessions_are_declined(client):
-    client.create_topic("sessions")
-    full = client.call(ApiKeys.FETCH, 7, client.fetch_body("sessions", 0, 0, session_id=0, session_epoch=0))
-    assert full.error_code == 0 and full.session_id == 0
-    incremental = client.call(ApiKeys.FETCH, 7, client.fetch_body("sessions", 0, 0, session_id=5, session_epoch=1))
-    assert incremental.error_code == Errors.FETCH_SESSION_ID_NOT_FOUND.code
+def test_fetch_sessions_answer_only_what_changed(client):
+    """KIP-227 on the wire: a full fetch opens a session, incremental ones answer only partitions with news."""
+    client.create_topic("sessions", partitions=2)
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": 0,
+            "session_epoch": 0, "forgotten_topics_data": [], "topics": [{"topic": "sessions", "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in (0, 1)]}]}
+    full = client.call(ApiKeys.FETCH, 11, body)
+    assert full.error_code == 0 and full.session_id != 0
+    assert sorted(p.partition_index for t in full.responses for p in t.partitions) == [0, 1]
+    session = full.session_id
+    client.produce("sessions", 1, records(b"a", b"b"))
+    news = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session, "session_epoch": 1, "topics": []})
+    assert news.session_id == session
+    [(topic, [answer])] = [(t.topic, t.partitions) for t in news.responses]
+    assert (topic, answer.partition_index, values_of(answer.records)) == ("sessions", 1, [b"a", b"b"])
+    moved = {"topic": "sessions", "partitions": [{"partition": 1, "fetch_offset": 2, "partition_max_bytes": 1 << 20}]}
+    quiet = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session, "session_epoch": 2, "topics": [moved]})
+    assert quiet.error_code == 0 and quiet.responses == []
+    replayed = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session, "session_epoch": 2, "topics": []})
+    assert replayed.error_code == Errors.INVALID_FETCH_SESSION_EPOCH.code and replayed.responses == []
+    unknown = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session + 1, "session_epoch": 1, "topics": []})
+    assert unknown.error_code == Errors.FETCH_SESSION_ID_NOT_FOUND.code
+    sessionless = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session, "session_epoch": -1})
+    assert sessionless.error_code == 0 and sessionless.session_id == 0
+    closed = client.call(ApiKeys.FETCH, 11, {**body, "session_id": session, "session_epoch": 3, "topics": []})
+    assert closed.error_code == Errors.FETCH_SESSION_ID_NOT_FOUND.code
 
 
 def _background_fetch(port, **kwargs):

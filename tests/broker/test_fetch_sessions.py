@@ -1,7 +1,10 @@
 """Incremental fetch sessions (KIP-227, Beyond 0.10): the cache's rules on a mock clock."""
 from __future__ import annotations
 
+import time
+
 import pytest
+from _broker_client import records
 
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import MockTime
@@ -94,3 +97,31 @@ def test_eviction_idle_first_and_followers_over_consumers():
     clock.sleep(1000)
     assert full_session(cache) != INVALID_SESSION_ID                  # ...unless idle for eviction_ms
     assert cache.evictions == 3
+
+
+def test_kafka_python_consumes_through_incremental_sessions(broker, client):
+    """kafka-python 3 opens a session as soon as the broker serves Fetch v7: every record arrives, in
+    order, while its requests after the first are incremental ones."""
+    from kafka import KafkaConsumer, TopicPartition
+    client.create_topic("kp-sessions", partitions=3)
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.bound_port()}", enable_auto_commit=False,
+                             fetch_max_wait_ms=100)
+    try:
+        partitions = [TopicPartition("kp-sessions", p) for p in range(3)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+        for round_ in range(4):
+            for p in range(3):
+                client.produce("kp-sessions", p, records(*(f"{round_}-{p}-{i}".encode() for i in range(5))))
+            deadline = time.monotonic() + 20
+            while sum(map(len, got.values())) < 15 * (round_ + 1):
+                assert time.monotonic() < deadline, f"kafka-python stalled with {got}"
+                for tp, messages in consumer.poll(timeout_ms=200).items():
+                    got[tp.partition] += [m.value for m in messages]
+        assert got == {p: [f"{r}-{p}-{i}".encode() for r in range(4) for i in range(5)] for p in range(3)}
+        sessions = [s for s in broker.apis.fetch_sessions.sessions.values() if ("kp-sessions", 0) in s.partitions]
+        assert len(sessions) == 1 and len(sessions[0].partitions) == 3
+        assert sessions[0].epoch > 2                         # incremental requests followed the full one
+    finally:
+        consumer.close()

@@ -17,6 +17,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import NewPartitions, NewTopic
 from kafka_edu.server.api.fetch_response_send import FetchResponseSend, encode_response_pieces
 from kafka_edu.server.controller.kafka_controller import ControllerMovedError
+from kafka_edu.server.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
 from kafka_edu.server.kafka_config import KAFKA_CONFIG_DEF, SECURITY_PROTOCOLS, EndPoint
 from kafka_edu.server.log.file_records import iter_log_entries
 from kafka_edu.server.network.request_channel import Request, Response
@@ -229,30 +230,34 @@ class _FetchApis:
 
     def handle_fetch_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         version = header.api_version
-        if version >= 7 and (body.session_id != 0 or body.session_epoch > 0):
-            self.send_response(request, header, {"throttle_time_ms": 0, "responses": [], "session_id": 0,
-                                                 "error_code": Errors.FETCH_SESSION_ID_NOT_FOUND.code})
-            return
         readable = {t.topic: self.authorize(request, Operation.READ, Resource.topic(t.topic)) for t in body.topics}
-        fetch_infos = [((t.topic, p.partition),
-                        FetchPartitionInfo(p.fetch_offset, p.partition_max_bytes,
-                                           p.current_leader_epoch if version >= 9 else -1))
-                       for t in body.topics for p in t.partitions if readable[t.topic]]
+        requested = {(t.topic, p.partition): FetchPartitionInfo(p.fetch_offset, p.partition_max_bytes,
+                                                                p.current_leader_epoch if version >= 9 else -1)
+                     for t in body.topics for p in t.partitions if readable[t.topic]}
         refused = [((t.topic, p.partition), FetchPartitionData(Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None))
                    for t in body.topics for p in t.partitions if not readable[t.topic]]
         isolation = body.isolation_level if version >= 4 else 0
+        session = (body.session_id, body.session_epoch) if version >= 7 else (INVALID_SESSION_ID, FINAL_EPOCH)
+        forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions] if version >= 7 else []
+        context = self.fetch_sessions.new_context(version, *session, requested, forgotten,
+                                                  privileged=body.replica_id >= 0)
+        if context.error is not Errors.NONE:
+            self._send_fetch_response(request, header, [], isolation, error=context.error)
+            return
 
         def respond(results: list) -> None:
-            self._send_fetch_response(request, header, refused + list(results), isolation)
+            session_id, answered = context.respond(list(results))
+            self._send_fetch_response(request, header, refused + answered, isolation, session_id=session_id)
 
-        if not fetch_infos:
+        if not context.partitions:
             respond([])
             return
         self.replica_manager.fetch_messages(
             body.max_wait_ms, body.replica_id, body.min_bytes, body.max_bytes if version >= 3 else INT_MAX,
-            version <= 2, fetch_infos, respond, isolation)
+            version <= 2, list(context.partitions.items()), respond, isolation)
 
-    def _send_fetch_response(self, request: Request, header: RequestHeader, results: list, isolation: int) -> None:
+    def _send_fetch_response(self, request: Request, header: RequestHeader, results: list, isolation: int,
+                             session_id: int = INVALID_SESSION_ID, error: Errors = Errors.NONE) -> None:
         version = header.api_version
         magic = 0 if version <= 1 else 1 if version <= 3 else 2
         zero_copy = request.security_protocol in ZERO_COPY_PROTOCOLS
@@ -271,7 +276,7 @@ class _FetchApis:
                 "aborted_transactions": [] if isolation == READ_COMMITTED else None, "records": records})
         for topic, partitions in by_topic.items():      # BytesOutPerSec: one mark per topic, not per record
             self.replica_manager.broker_topic_stats.record_out(topic, sum(len(p["records"]) for p in partitions))
-        body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+        body = {"throttle_time_ms": 0, "error_code": error.code, "session_id": session_id,
                 "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
         pieces = encode_response_pieces(header.correlation_id, ApiKeys.FETCH, version, body)
         self._send(request, FetchResponseSend(request.connection_id, pieces))
@@ -723,6 +728,8 @@ class KafkaApis(_AclApis, _InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi,
         self.producer_id_manager = producer_id_manager
         self.time = time
         self.authorizer = authorizer_from_config(config, zk_utils, time)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"], time)
         self.request_counts: Counter[ApiKeys] = Counter()
         self.handlers: dict[ApiKeys, Handler] = {
             ApiKeys.PRODUCE: self.handle_produce_request,

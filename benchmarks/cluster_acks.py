@@ -6,6 +6,10 @@ Both setups run in this run, as processes started the way a user starts them: a 
 (`kafka-edu server-start` each, with `zookeeper.connect`), whose controller creates the topics and
 sends LeaderAndIsr and UpdateMetadata over the network.
 
+Both run Kafka's defaults (three network threads, eight I/O threads, HW checkpoints every 5 s), not
+the lighter settings of the tests' process-cluster harness, so that the ratio compares replication
+with no replication rather than one broker configuration with another.
+
 Throughput, for each value size: a confluent-kafka producer (linger.ms=50, batch.size=1000000)
 writes N records to a fresh topic of P partitions (default 1; the records spread over them):
 with acks=all to the cluster's topic of replication factor 3 (every record acknowledged only once both followers fetched it), and with
@@ -43,6 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat"), str(ROOT / "tests" / "cluster")]
 
+from _summary import report  # noqa: E402
 from _timed_send import time_confluent_produces  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from external import ZOOKEEPER_JARS, ZooKeeperServer  # noqa: E402
@@ -52,9 +57,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 PRODUCER = {"linger.ms": 50, "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000}
-# A paused follower keeps its session and its ISR seat; fetches as Kafka's defaults do otherwise.
+# A paused follower keeps its session and its ISR seat. Everything else is Kafka's default, as on the
+# single broker: the process-cluster harness of the tests runs one network thread, four I/O threads
+# and HW checkpoints every 500 ms to keep test machines light, and those must not leak into a
+# comparison with a broker that runs three, eight and every 5 s.
 CLUSTER = {"zookeeper.session.timeout.ms": "30000", "replica.lag.time.max.ms": "60000",
-           "replica.fetch.wait.max.ms": "500", "auto.create.topics.enable": "false"}
+           "replica.fetch.wait.max.ms": "500", "replica.fetch.backoff.ms": "1000", "auto.create.topics.enable": "false",
+           "num.network.threads": "3", "num.io.threads": "8", "replica.high.watermark.checkpoint.interval.ms": "5000"}
+TARGET_RATIO = 0.5
 
 
 def create_replicated_topic(cluster: ProcessCluster, topic: str, partitions: int = 1) -> None:
@@ -141,6 +151,7 @@ def main() -> int:
                         help="override the three brokers' configuration (repeatable)")
     args = parser.parse_args()
     overrides = dict(item.split("=", 1) for item in args.cluster_config)
+    tuned = "".join(f", {k}={v}" for k, v in overrides.items())       # a tuned run is reported as such
     logging.basicConfig(level=logging.ERROR)
     if shutil.which("java") is None or not all(Path(j).exists() for j in ZOOKEEPER_JARS):
         print("skipped: the cluster needs Java and Debian's zookeeper package (make system-packages)")
@@ -166,11 +177,15 @@ def main() -> int:
                 print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}{cpu['all']:>9.3f}"
                       f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{cpu['one']:>9.3f}{ratio:>8.2f}",
                       flush=True)
+                report("cluster_acks", f"acks=all RF=3 / acks=1 single, {size} B{tuned}", ratio, TARGET_RATIO,
+                       ours_rate=rate["all"], peer_rate=rate["one"])
             if args.catch_up_mb > 0:
                 append, copy, behind = catch_up(cluster, args.catch_up_mb)
                 print(f"\ncatch-up of a follower paused while {behind / 1e6:.1f} MB were appended (1 KiB records, acks=1):")
                 print(f"leader append {append:.1f} MB/s | follower catch-up {copy:.1f} MB/s | "
                       f"ratio {copy / append:.2f}", flush=True)
+                report("cluster_acks", f"follower catch-up / leader append{tuned}", copy / append, None,
+                       ours_rate=copy, peer_rate=append)
         finally:
             if single is not None:
                 single.stop()

@@ -29,8 +29,10 @@ class _Membership:
 
     def __init__(self, num_brokers: int = 3, overrides: dict[str, Any] | None = None,
                  broker_overrides: dict[int, dict[str, Any]] | None = None, data_dir: str | None = None,
-                 time: Time = SYSTEM_TIME):
+                 time: Time = SYSTEM_TIME, protocol: str = "PLAINTEXT"):
+        """`protocol`: the brokers' only listener, and what they speak to each other (4.8)."""
         self.num_brokers = num_brokers
+        self.protocol = protocol
         self.time = time
         self.zookeeper = EmbeddedZooKeeper()
         self.zk = self.zookeeper.connect("cluster-harness")
@@ -38,7 +40,7 @@ class _Membership:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="kafka-edu-cluster-")
         self._overrides = {**HARNESS_DEFAULTS, "offsets.topic.replication.factor": min(3, num_brokers),
-                           **(overrides or {})}
+                           "security.inter.broker.protocol": protocol, **(overrides or {})}
         self._broker_overrides = broker_overrides or {}
         self._servers: dict[int, KafkaServer] = {}
         self.ports: dict[int, int] = {}
@@ -49,7 +51,7 @@ class _Membership:
         """Broker `broker_id`'s configuration: its own port (0 until first bound) and log directory."""
         return KafkaConfig({**self._overrides, **self._broker_overrides.get(broker_id, {}),
                             "broker.id": broker_id,
-                            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports.get(broker_id, 0)}",
+                            "listeners": f"{self.protocol}://127.0.0.1:{self.ports.get(broker_id, 0)}",
                             "log.dirs": f"{self.data_dir}/broker-{broker_id}"}, warn_unknown=False)
 
     def start(self) -> "InProcessCluster":
@@ -74,7 +76,7 @@ class _Membership:
                 server.startup()
             server.replica_manager.halt = lambda reason, b=broker_id: self._halt(b, reason)
             self._servers[broker_id] = server
-            self.ports[broker_id] = server.bound_port()
+            self.ports[broker_id] = server.bound_port(self.protocol)
             self.halted.pop(broker_id, None)
             return server
 

@@ -32,6 +32,7 @@ from kafka_edu.server.controller.kafka_controller import KafkaController
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
 from kafka_edu.server.coordinator.replica_offsets_store import ReplicaOffsetsStore
 from kafka_edu.server.dynamic_config_manager import topic_config_manager
+from kafka_edu.server.inter_broker_security import inter_broker_channel_builder, inter_broker_client_config
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.log_cleaner import CleanerConfig
 from kafka_edu.server.log.log_manager import LogManager
@@ -237,6 +238,7 @@ class _Lifecycle:
         self.dynamic_config_manager = topic_config_manager(self.zk_utils, self.log_manager, self.time)
         self.dynamic_config_manager.startup()
         self.metadata_cache = MetadataCache(self.broker_id)
+        inter_broker_client_config(config, f"broker-{self.broker_id}")      # 4.8: fail now, not at the first fetch
         self.socket_server = SocketServer(config, self.time, metrics=self.metrics,
                                           credentials=ZkScramCredentials(self.zk_utils))
         self.socket_server.startup()
@@ -497,8 +499,9 @@ class _ControlledShutdown:
         host, port = endpoint.rsplit("//", 1)[1].rsplit(":", 1)
         node = Node(controller_id, host, int(port))
         timeout_ms = self.config["controller.socket.timeout.ms"]
-        client = NetworkClient(KSelector(time=self.time), client_id=f"broker-{self.broker_id}-controlled-shutdown",
-                               request_timeout_ms=timeout_ms, time=self.time,
+        client_id = f"broker-{self.broker_id}-controlled-shutdown"
+        selector = KSelector(time=self.time, channel_builder=inter_broker_channel_builder(self.config, client_id))
+        client = NetworkClient(selector, client_id=client_id, request_timeout_ms=timeout_ms, time=self.time,
                                metadata_updater=ManualMetadataUpdater([node]))
         try:
             blocking_ready(client, node, timeout_ms, self.time)

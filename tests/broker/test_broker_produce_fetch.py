@@ -202,3 +202,10 @@ def test_delayed_fetch_completes_when_the_partition_goes_away(broker, client):
     client.call(ApiKeys.DELETE_TOPICS, 3, {"topic_names": ["vanishing"], "timeout_ms": 10_000})
     thread.join(20)
     assert result["data"].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code and result["elapsed"] < 20
+
+
+def test_a_partition_error_is_not_the_responses_error(client):
+    """v7+ responses have a top-level error for the session; one partition's error stays with it."""
+    response = client.call(ApiKeys.FETCH, 11, client.fetch_body("no-such-topic", 0, 0))
+    assert response.error_code == 0 and response.session_id == 0
+    assert response.responses[0].partitions[0].error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code

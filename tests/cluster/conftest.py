@@ -16,12 +16,13 @@ from kafka_edu.server.cluster import InProcessCluster  # noqa: E402
 
 @pytest.fixture
 def make_cluster(tmp_path):
-    """make_cluster(size, **overrides) -> a started InProcessCluster, shut down after the test."""
+    """make_cluster(size, protocol=..., **overrides) -> a started InProcessCluster, shut down after the test."""
     logging.getLogger("kafka_edu").setLevel(logging.ERROR)
     clusters = []
 
-    def make(size: int = 3, broker_overrides=None, **overrides) -> InProcessCluster:
-        cluster = InProcessCluster(size, overrides, broker_overrides, data_dir=str(tmp_path / f"c{len(clusters)}"))
+    def make(size: int = 3, broker_overrides=None, protocol: str = "PLAINTEXT", **overrides) -> InProcessCluster:
+        cluster = InProcessCluster(size, overrides, broker_overrides, data_dir=str(tmp_path / f"c{len(clusters)}"),
+                                   protocol=protocol)
         clusters.append(cluster)
         return cluster.start()
 

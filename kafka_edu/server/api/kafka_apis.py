@@ -263,15 +263,15 @@ class _FetchApis:
         zero_copy = request.security_protocol in ZERO_COPY_PROTOCOLS
         by_topic: dict[str, list] = {}
         for (topic, partition), data in results:
-            records, error = data.records, data.error
+            records, partition_error = data.records, data.error
             if records is None:
                 records = b""
             elif magic < 2:
-                records, error = _down_convert(records.read_bytes(), magic, error)
+                records, partition_error = _down_convert(records.read_bytes(), magic, partition_error)
             elif not zero_copy:
                 records = records.read_bytes()
             by_topic.setdefault(topic, []).append({
-                "partition_index": partition, "error_code": error.code, "high_watermark": data.high_watermark,
+                "partition_index": partition, "error_code": partition_error.code, "high_watermark": data.high_watermark,
                 "last_stable_offset": data.last_stable_offset, "log_start_offset": data.log_start_offset,
                 "aborted_transactions": [] if isolation == READ_COMMITTED else None, "records": records})
         for topic, partitions in by_topic.items():      # BytesOutPerSec: one mark per topic, not per record

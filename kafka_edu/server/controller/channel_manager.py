@@ -15,6 +15,7 @@ from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.controller.controller_context import PartitionAndReplica
+from kafka_edu.server.inter_broker_security import inter_broker_channel_builder
 from kafka_edu.server.kafka_config import SECURITY_PROTOCOLS
 from kafka_edu.server.replica.metadata_cache import LEADER_DURING_DELETE, Broker
 from kafka_edu.server.zk.zk_utils import LeaderAndIsr, LeaderIsrAndControllerEpoch
@@ -102,6 +103,9 @@ class RequestSendThread(threading.Thread):
             if self.network_client.ready(self.broker, now):
                 return True
             if self.network_client.connection_failed(self.broker.id_string):
+                refused = self.network_client.authentication_errors.get(self.broker.id_string)
+                if refused is not None:
+                    raise refused                   # 4.8: say why the login failed, then retry
                 return False
             self.network_client.poll(100, now)
         return False
@@ -173,9 +177,11 @@ class ControllerChannelManager:
             if broker.id in self.broker_state_info:
                 return
             node = Node(broker.id, end_point.host, end_point.port, broker.rack)
+            client_id = f"controller-{self.controller_id}"
             selector = KSelector(time=self.time, metrics=metrics, metric_group_prefix="controller-channel",
-                                 metric_tags={"broker-id": str(broker.id)}, metrics_per_connection=False)
-            client = NetworkClient(selector, client_id=f"controller-{self.controller_id}",
+                                 metric_tags={"broker-id": str(broker.id)}, metrics_per_connection=False,
+                                 channel_builder=inter_broker_channel_builder(self.config, client_id))
+            client = NetworkClient(selector, client_id=client_id,
                                    metadata_updater=ManualMetadataUpdater([node]), reconnect_backoff_ms=50,
                                    request_timeout_ms=self.config["controller.socket.timeout.ms"], time=self.time,
                                    discover_broker_versions=False, max_in_flight_requests_per_connection=1)

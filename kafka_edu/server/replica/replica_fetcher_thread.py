@@ -11,6 +11,7 @@ from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import Time
+from kafka_edu.server.inter_broker_security import inter_broker_channel_builder
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.epoch.leader_epoch_file_cache import (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
                                                            EpochEndOffset)
@@ -39,7 +40,7 @@ class PartitionData:
     error: Errors
     high_watermark: int
     log_start_offset: int
-    records: bytes
+    records: bytes | memoryview     # a view into the response frame: appended without a copy
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class _ReplicaFetcherCore:
         self.fetch_size = config["replica.fetch.max.bytes"]
         self.socket_timeout_ms = config["replica.socket.timeout.ms"]
         self.source_node = Node(source_broker.id, source_broker.host, source_broker.port)
+        selector = KSelector(time=time, channel_builder=inter_broker_channel_builder(config, self.client_id))
         self.network_client = NetworkClient(
-            KSelector(time=time), client_id=self.client_id, max_in_flight_requests_per_connection=1,
+            selector, client_id=self.client_id, max_in_flight_requests_per_connection=1,
             reconnect_backoff_ms=0, receive_buffer_size=config["replica.socket.receive.buffer.bytes"],
             request_timeout_ms=self.socket_timeout_ms, time=time,
             metadata_updater=ManualMetadataUpdater([self.source_node]))
@@ -113,7 +115,7 @@ class _ReplicaFetcherCore:
             raise error.exception(f"fetch from broker {self.source_broker.id}")
         return {(t.topic, p.partition_index): PartitionData(Errors.for_code(p.error_code), p.high_watermark,
                                                             p.get("log_start_offset", -1),
-                                                            bytes(p.records or b""))
+                                                            b"" if p.records is None else p.records)
                 for t in response.responses for p in t.partitions}
 
     def wakeup(self) -> None:

@@ -27,6 +27,9 @@ def blocking_ready(client: NetworkClient, node: Node, timeout_ms: int, time: Tim
         return
     while True:
         if client.connection_failed(node.id_string):
+            refused = client.authentication_errors.get(node.id_string)     # 4.8: the login's own reason
+            if refused is not None:
+                raise refused
             raise BrokerConnectionError(f"connection to broker {node.id} at {node.host}:{node.port} failed")
         if now >= deadline:
             raise BrokerConnectionError(f"broker {node.id} was not ready within {timeout_ms} ms")

@@ -434,7 +434,8 @@ class _Shutdown:
                 ("the dynamic config manager", self.dynamic_config_manager, lambda m: m.shutdown()),
                 ("the scheduler", self.scheduler, lambda s: s.shutdown()),
                 ("the admin manager", self.admin_manager, lambda a: a.shutdown()),
-                ("the controller", self.controller, lambda c: c.shutdown())]
+                ("the controller", self.controller, lambda c: c.shutdown()),
+                ("the authorizer", self.apis and self.apis.authorizer, lambda a: a.close())]
 
     def _endpoint_steps(self) -> list:
         return [("the JMX endpoint", self.jmx_endpoint, lambda j: j.close()),

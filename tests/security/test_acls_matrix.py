@@ -143,6 +143,12 @@ def leader_and_isr(conn):
                                                  "ungrouped_partition_states": [], "live_leaders": []}).error_code
 
 
+def epoch_end(conn):
+    answer = conn.call(ApiKeys.OFFSET_FOR_LEADER_EPOCH, 2, {"replica_id": 1, "topics": [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    return answer.topics[0].partitions[0].error_code
+
+
 def test_matrix(granted):
     with login(granted, "alice") as alice, login(granted, "bob") as bob, login(granted, "carol") as carol, \
             login(granted, "admin") as admin:
@@ -159,6 +165,7 @@ def test_matrix(granted):
         assert create_topic(carol, "doomed") == AUTH["TOPIC"] and create_topic(alice, "doomed") == 0
         assert delete_topic(bob, "doomed") == AUTH["TOPIC"] and delete_topic(carol, "doomed") == 0
         assert leader_and_isr(alice) == AUTH["CLUSTER"]
+        assert epoch_end(bob) == AUTH["CLUSTER"] and epoch_end(admin) == 0
         assert admin.call(ApiKeys.DESCRIBE_ACLS, 0, {"resource_type_filter": 1, "resource_name_filter": None,
                                                      "principal_filter": "User:carol", "host_filter": None,
                                                      "operation": 1, "permission_type": 1}).resources[0].resource_name \

@@ -3,7 +3,9 @@
 # %% book/ch4_server/0503_leader_epoch.ipynb 61439141
 from collections.abc import Callable
 
+from kafka_edu.common.acl import CLUSTER, Operation
 from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import RequestHeader
 from kafka_edu.common.protocol.types import Struct
 from kafka_edu.server.network.request_channel import Request
@@ -29,6 +31,13 @@ class LeaderEpochApis:
         return {"throttle_time_ms": 0, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
 
     def handle_offsets_for_leader_epoch_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        """Only brokers ask: with an authorizer, the principal needs ClusterAction, as for Fetch by a follower."""
+        if not self.apis.authorize(request, Operation.CLUSTER_ACTION, CLUSTER):
+            denied = Errors.CLUSTER_AUTHORIZATION_FAILED.code
+            self.apis.send_response(request, header, {"throttle_time_ms": 0, "topics": [
+                {"topic": t.topic, "partitions": [{"error_code": denied, "partition": p.partition, "leader_epoch": -1,
+                                                   "end_offset": -1} for p in t.partitions]} for t in body.topics]})
+            return
         self.apis.send_response(request, header, self.offsets_for_leader_epoch(body))
 
     def handlers(self) -> dict[ApiKeys, Callable[[Request, RequestHeader, Struct], None]]:

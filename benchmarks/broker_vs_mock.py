@@ -17,14 +17,19 @@ Latency: a producer (acks=1, linger.ms=0) sends one 100 B record every milliseco
 with the client's default fetch settings (fetch.wait.max.ms=500, fetch.min.bytes=1) reads them;
 each record carries its send time, and p50/p99 of receive minus send are printed for both brokers.
 The mock answers an empty Fetch only when fetch.wait.max.ms runs out, so its figure shows that wait.
+During that traffic (one record per request) the CPU time of each broker's process, user plus system
+from /proc, is divided by the wall time: the share of one core each broker needs for it. The mock's
+process also holds the idle producer that keeps the cluster alive.
 
     python benchmarks/broker_vs_mock.py [--records 200000] [--sizes 100,1024] [--repeats 3]
-                                        [--latency-seconds 3] [--latency-rate 1000]
+                                        [--latency-seconds 3] [--latency-rate 1000] [--latency-repeats 3]
                                         [--broker-config key=value ...]
 
 The first repeat of each case warms the page cache and connections and is discarded (performance.md).
 Rates are medians over the kept repeats; the ratio is the median of the per-repeat ratios, each
 taken from two measurements made back to back, which is steadier on a shared machine.
+The latency and CPU runs alternate between the brokers too, and their medians are printed.
+Each ratio, the CPU share and the p99 are also reported through `_summary.report` for `make bench`.
 
 `--broker-config key=value` (repeatable) overrides our broker's configuration, e.g. to compare
 Kafka's 100 KiB socket buffers (`socket.send.buffer.bytes`, `socket.receive.buffer.bytes`)
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import struct
 import sys
@@ -45,12 +51,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
+from _summary import report  # noqa: E402
 from _timed_send import time_confluent_produces  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from external import MockCluster  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 STAMP = struct.Struct(">q")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (all its threads)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
@@ -130,8 +145,9 @@ def await_leader(client, topic: str, timeout: float = 10) -> None:
         time.sleep(0.05)
 
 
-def latency(bootstrap: str, topic: str, seconds: float, rate: int) -> tuple[float, float]:
-    """(p50, p99) milliseconds from produce() to the consumer receiving the record."""
+def latency(bootstrap: str, topic: str, seconds: float, rate: int, pid: int) -> tuple[float, float, float]:
+    """(p50, p99) milliseconds from produce() to the consumer receiving the record, and the share of
+    one core the broker process `pid` used meanwhile (after the warm-up)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
     await_leader(producer, topic)
     consumer = _consumer(bootstrap)
@@ -162,12 +178,16 @@ def latency(bootstrap: str, topic: str, seconds: float, rate: int) -> tuple[floa
     reader.start()
     padding = bytes(100 - STAMP.size)
     started = time.perf_counter()
+    cpu_from = wall_from = None
     for i in range(warmup + total):
+        if i == warmup:
+            cpu_from, wall_from = cpu_seconds(pid), time.perf_counter()
         delay = started + i / rate - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
         producer.produce(topic, STAMP.pack(time.perf_counter_ns()) + padding, partition=0)
         producer.poll(0)
+    core_share = (cpu_seconds(pid) - cpu_from) / (time.perf_counter() - wall_from)
     producer.flush(30)
     reader.join(30)
     consumer.close()
@@ -176,7 +196,10 @@ def latency(bootstrap: str, topic: str, seconds: float, rate: int) -> tuple[floa
     if reader.is_alive():
         raise RuntimeError("the latency consumer did not finish")
     cuts = statistics.quantiles(latencies, n=100)
-    return cuts[49], cuts[98]
+    return cuts[49], cuts[98], core_share
+
+
+TARGETS = {"produce 100 B": 1.0, "consume 100 B": 1.0, "produce 1024 B": 0.9, "consume 1024 B": 1.0}
 
 
 def main() -> int:
@@ -186,6 +209,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-seconds", type=float, default=3.0, help="0 skips the latency measurement")
     parser.add_argument("--latency-rate", type=int, default=1000, help="records per second")
+    parser.add_argument("--latency-repeats", type=int, default=3,
+                        help="latency and CPU runs per broker, interleaved; medians are printed")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="override our broker's configuration (repeatable)")
     args = parser.parse_args()
@@ -194,6 +219,7 @@ def main() -> int:
         ours = BrokerProcess(Path(tmp), {"num.partitions": "1", **overrides}).start()
         mock = MockCluster(1)
         brokers = {"ours": ours.bootstrap, "mock": mock.bootstrap}
+        pids = {"ours": ours.proc.pid, "mock": mock.proc.pid}
         try:
             if overrides:
                 print("our broker's overrides:", ", ".join(f"{k}={v}" for k, v in overrides.items()))
@@ -204,15 +230,27 @@ def main() -> int:
                     rate = {n: statistics.median(r[index] for r in runs) for n, runs in results.items()}
                     ratio = statistics.median(o[index] / m[index] for o, m in zip(results["ours"], results["mock"], strict=True))
                     mb = {n: rate[n] * size / 1e6 for n in rate}
-                    print(f"{phase + ' ' + str(size) + ' B':<18}{rate['ours']:>12,.0f}{mb['ours']:>11.1f}"
+                    case = f"{phase} {size} B"
+                    print(f"{case:<18}{rate['ours']:>12,.0f}{mb['ours']:>11.1f}"
                           f"{rate['mock']:>12,.0f}{mb['mock']:>11.1f}{ratio:>8.2f}", flush=True)
+                    report("broker_vs_mock", case, ratio, TARGETS.get(case), ours_rate=rate["ours"],
+                           peer_rate=rate["mock"], unit_rate="records/s")
             if args.latency_seconds > 0:
                 print(f"\nend-to-end latency, {args.latency_rate} records/s of 100 B for {args.latency_seconds:g} s "
                       "(producer acks=1 linger.ms=0; consumer defaults: fetch.wait.max.ms=500)")
-                print(f"{'broker':<8}{'p50 ms':>10}{'p99 ms':>10}")
-                for name, bootstrap in brokers.items():
-                    p50, p99 = latency(bootstrap, "bench-latency", args.latency_seconds, args.latency_rate)
-                    print(f"{name:<8}{p50:>10.2f}{p99:>10.2f}", flush=True)
+                print(f"{'broker':<8}{'p50 ms':>10}{'p99 ms':>10}{'% of a core':>13}")
+                runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in brokers}
+                for repeat in range(args.latency_repeats):
+                    for name in (list(brokers) if repeat % 2 else list(reversed(brokers))):
+                        runs[name].append(latency(brokers[name], f"bench-latency-{repeat}", args.latency_seconds,
+                                                  args.latency_rate, pids[name]))
+                p50, p99, core = ({n: statistics.median(r[i] for r in rs) for n, rs in runs.items()} for i in range(3))
+                for name in brokers:
+                    print(f"{name:<8}{p50[name]:>10.2f}{p99[name]:>10.2f}{100 * core[name]:>12.1f}%", flush=True)
+                report("broker_vs_mock", f"CPU at {args.latency_rate} requests/s, one record each", 100 * core["ours"],
+                       25.0, unit="% of a core", higher_is_better=False, peer_value=100 * core["mock"])
+                report("broker_vs_mock", "end-to-end p99 latency", p99["ours"], 10.0, unit="ms",
+                       higher_is_better=False, peer_value=p99["mock"])
         finally:
             mock.stop()
             ours.stop()

@@ -16,7 +16,7 @@ from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import (
     RequestHeader, decode_request, decode_response, encode_request, encode_response, request_header_version,
 )
-from kafka_edu.common.protocol.types import COMPACT_STRING, INT32, TAGGED_FIELDS, ProtocolError
+from kafka_edu.common.protocol.types import COMPACT_STRING, INT32, TAGGED_FIELDS, ProtocolError, compile_reader
 
 FAST = settings(max_examples=20, deadline=None, database=None)
 
@@ -103,6 +103,31 @@ def test_round_trip_truncation_and_garbling(schema, data):
         schema.read(bytes(garbled))
     except ProtocolError as e:
         assert e.offset is not None and 0 <= e.offset <= len(garbled)
+
+
+def _outcome(read, data):
+    """What a reader makes of `data`: (value, end) or the error's (message, field, offset)."""
+    try:
+        value, end = read(data, 0)
+        return "value", value.to_dict() if hasattr(value, "to_dict") else value, end
+    except ProtocolError as e:
+        return "error", str(e), e.field, e.offset
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@settings(max_examples=5, deadline=None, database=None)
+@given(data=st.data())
+def test_compiled_reader_agrees_with_the_schema_walk(schema, data):
+    """Same values for every encoding, same ProtocolError (message, field, offset) for cut and garbled ones."""
+    read = compile_reader(schema)
+    wire = schema.write(data.draw(strategy(schema)))
+    assert _outcome(read, wire) == _outcome(schema.read_from, wire)
+    cut = data.draw(st.integers(0, max(len(wire) - 1, 0)))
+    assert _outcome(read, wire[:cut]) == _outcome(schema.read_from, wire[:cut])
+    garbled = bytearray(wire)
+    for _ in range(data.draw(st.integers(1, 4)) if garbled else 0):
+        garbled[data.draw(st.integers(0, len(garbled) - 1))] = data.draw(st.integers(0, 255))
+    assert _outcome(read, bytes(garbled)) == _outcome(schema.read_from, bytes(garbled))
 
 
 @pytest.mark.parametrize("schema", SCHEMAS[::4])

@@ -219,3 +219,14 @@ def test_an_unresolvable_override_host_is_a_clear_error():
                           "max.connections.per.ip.overrides": "no-such-host.invalid:5"})
     with pytest.raises(ValueError, match="max.connections.per.ip.overrides.*no-such-host.invalid"):
         SocketServer(config)
+
+
+def test_processors_take_the_failed_authentication_delay_from_the_typed_config():
+    """A properties-file string reaches every Processor as the int the config declares."""
+    server = SocketServer(KafkaConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "num.network.threads": 2,
+                                       "connection.failed.authentication.delay.ms": "250"}))
+    server.startup()
+    try:
+        assert [p._failed_authentication_delay_ms for p in server.processors] == [250, 250]
+    finally:
+        server.shutdown()

@@ -2,7 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch2_producer/0401_wire_protocol.ipynb 02e24e37
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 
 class ProtocolError(ValueError):
@@ -415,6 +415,104 @@ def _build(type: Type, value):
     if isinstance(type, Array) and isinstance(type.type, Schema) and isinstance(value, (list, tuple)):
         return [_build(type.type, v) for v in value]
     return value
+
+
+# %% book/ch2_producer/0401_wire_protocol.ipynb 79866b40
+Reader = Callable[[object, int], tuple[object, int]]    # reader(buf, pos) -> (value, end), like read_from
+_INT32_AT = struct.Struct(">i").unpack_from
+_MISFITS = (ProtocolError, struct.error, UnicodeDecodeError, IndexError, TypeError)
+
+
+def compile_reader(type_: Type) -> Reader:
+    """A reader for `type_`, built once; on bytes that do not fit it re-reads them with the type's own
+    walk, so a malformed frame raises exactly the ProtocolError (field path, offset) that walk raises."""
+    fast = _fast_reader(type_)
+    if fast == type_.read_from:
+        return fast
+    slow = type_.read_from
+
+    def read(buf, pos):
+        try:
+            return fast(buf, pos)
+        except _MISFITS:
+            return slow(buf, pos)
+    return read
+
+
+def _fast_reader(type_: Type) -> Reader:
+    if isinstance(type_, Schema):
+        return _schema_reader(type_)
+    if isinstance(type_, Array) and isinstance(type_.type, (Schema, _Fixed, _Sized)):
+        return _array_reader(type_)
+    if isinstance(type_, _Sized) and not type_._compact:
+        return _sized_reader(type_)
+    return type_.read_from          # varints, tagged fields, compact strings: their own reader
+
+
+def _schema_reader(schema: Schema) -> Reader:
+    """Consecutive fixed-width fields become one `unpack_from`; every other field its own reader."""
+    steps: list[tuple] = []         # (names, unpack, size) for a run of integers, (name, reader) otherwise
+    run: list[Field] = []
+
+    def close_run():
+        if run:
+            layout = struct.Struct(">" + "".join(f.type._struct.format.lstrip(">") for f in run))
+            steps.append((tuple(f.name for f in run), layout.unpack_from, layout.size))
+            run.clear()
+    for f in schema.fields:
+        if type(f.type) is _Fixed:          # not BOOLEAN, which turns its byte into True/False
+            run.append(f)
+            continue
+        close_run()
+        steps.append((f.name, _fast_reader(f.type)))
+    close_run()
+
+    def read(buf, pos):
+        values = {}
+        for step in steps:
+            if len(step) == 3:
+                names, unpack, size = step
+                values.update(zip(names, unpack(buf, pos), strict=True))
+                pos += size
+            else:
+                values[step[0]], pos = step[1](buf, pos)
+        return Struct(schema, values), pos
+    return read
+
+
+def _array_reader(array: Array) -> Reader:
+    read_item, nullable, min_size = _fast_reader(array.type), array.nullable, max(array.type.min_size, 1)
+
+    def read(buf, pos):
+        n = _INT32_AT(buf, pos)[0]
+        pos += 4
+        if n < 0 or n > (len(buf) - pos) // min_size:
+            if n == -1 and nullable:
+                return None, pos
+            raise ProtocolError("count does not fit")
+        items = []
+        append = items.append
+        for _ in range(n):
+            item, pos = read_item(buf, pos)
+            append(item)
+        return items, pos
+    return read
+
+
+def _sized_reader(sized: _Sized) -> Reader:
+    length = sized._length._struct
+    unpack, prefix, nullable, text, as_bytes = length.unpack_from, length.size, sized.nullable, sized._text, sized._bytes
+
+    def read(buf, pos):
+        n = unpack(buf, pos)[0]
+        start = pos + prefix
+        end = start + n
+        if n < 0 or end > len(buf):
+            if n == -1 and nullable:
+                return None, start
+            raise ProtocolError("length does not fit")
+        return (str(buf[start:end], "utf-8") if text else as_bytes(buf, start, end)), end
+    return read
 
 
 # %% book/ch2_producer/0401_wire_protocol.ipynb 6c077b8a

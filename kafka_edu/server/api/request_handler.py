@@ -10,8 +10,6 @@ from kafka_edu.server.network.request_channel import ALL_DONE, Request, RequestC
 
 log = logging.getLogger(__name__)
 
-POLL_TIMEOUT_MS = 300  # hard-coded in Kafka
-
 RequestHandlerApi = Callable[[Request], None]
 
 
@@ -33,11 +31,9 @@ class KafkaRequestHandler(threading.Thread):
 
     def run(self) -> None:
         while True:
-            request = None
-            while request is None:
-                started = self.time.nanoseconds()
-                request = self.request_channel.receive_request(POLL_TIMEOUT_MS)
-                self.idle_ns += self.time.nanoseconds() - started
+            started = self.time.nanoseconds()
+            request = self.request_channel.receive_request()    # sleeps until a request or ALL_DONE
+            self.idle_ns += self.time.nanoseconds() - started
             if request is ALL_DONE:
                 log.debug("%s: shutting down", self.name)
                 return

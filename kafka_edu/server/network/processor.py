@@ -26,7 +26,209 @@ POLL_TIMEOUT_MS = 300  # hard-coded in Kafka
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # connection.failed.authentication.delay.ms (Kafka 2.1)
 
 
-class Processor(AbstractServerThread):
+class _NewWork:
+    """Steps 1 and 2 of the loop: new connections from the Acceptor, new responses from the handlers."""
+
+    def _configure_new_connections(self) -> None:
+        while not self._new_connections.empty():        # only this thread takes, so the check holds
+            sock, remote_host = self._new_connections.get_nowait()
+            try:
+                local, remote = sock.getsockname(), sock.getpeername()
+                connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}"
+                channel = self._channel_builder.build_channel(connection_id, sock, self._max_request_size,
+                                                              remote_host)
+                channel.last_active_ms = self._time.milliseconds()
+                self._channels[connection_id] = channel
+                if channel.transport is not None:
+                    self._tls_channels[connection_id] = channel
+                self._update_interest(channel)
+                if self._sensors is not None:
+                    self._sensors.connection_created(connection_id, channel.last_active_ms)
+            except OSError as exc:
+                log.info("%s: could not register a connection from %s: %s", self.name, remote_host, exc)
+                self.close_socket(sock, remote_host)
+
+    def _process_new_responses(self) -> None:
+        while (response := self._request_channel.receive_response(self.id)) is not None:
+            connection_id = response.request.connection_id
+            channel = self._channels.get(connection_id)
+            if response.action is ResponseAction.CLOSE:
+                self._close(connection_id, "closed at the request of the API layer",
+                            logging.DEBUG)  # the API layer already logged why, in one line
+            elif channel is None:
+                log.warning("%s: dropping a response for %s, which is no longer open",
+                            self.name, connection_id)
+            elif response.action is ResponseAction.NO_OP:
+                channel.unmute()
+                self._update_interest(channel)
+            else:
+                channel.set_send(response.send)
+                self._inflight_responses[connection_id] = response
+                self._handle_io(channel, selectors.EVENT_WRITE, self._time.milliseconds())
+                if connection_id in self._channels and channel.has_send():
+                    self._update_interest(channel)      # wait for room; a finished send unmutes below
+
+
+# %% book/ch4_server/0101_socket_server.ipynb fb0b1a9a
+class _Polling:
+    """Step 3 of the loop: wait for ready sockets, then read and write what they allow."""
+
+    def _poll(self, timeout_ms: int) -> None:
+        sensors = self._sensors
+        select_start_ns = self._time.nanoseconds() if sensors is not None else 0
+        buffered = [c for c in self._tls_channels.values() if not c.muted and c.has_buffered_read()]
+        if buffered:
+            timeout_ms = 0                               # 4.8.4: TLS holds bytes select cannot see
+        if self._failed_authentications:
+            timeout_ms = max(0, min(timeout_ms, min(self._failed_authentications.values()) - self._time.milliseconds()))
+        ready = self._selector.select(timeout_ms / 1000)
+        now = self._time.milliseconds()
+        io_start_ns = self._time.nanoseconds() if sensors is not None else 0
+        for channel in buffered:
+            if channel.id in self._channels and not any(key.data is channel for key, _ in ready):
+                self._handle_io(channel, selectors.EVENT_READ, now)
+        for key, events in ready:
+            channel = key.data
+            if channel is self._wakeup:
+                self._drain_wakeups()
+            elif channel.id in self._channels:
+                self._handle_io(channel, events, now)
+        if sensors is not None:
+            if self._completed_receives:
+                sensors.completed((), self._completed_receives, now)
+            sensors.select_and_io(io_start_ns - select_start_ns, self._time.nanoseconds() - io_start_ns, now)
+        if now >= self._next_idle_check_ms:
+            self._close_idle_connections(now)
+        if self._failed_authentications:
+            for connection_id, close_at in list(self._failed_authentications.items()):
+                if close_at <= now:
+                    self._close(connection_id, "failed authentication delay elapsed", logging.DEBUG)
+
+    def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
+        """Read and/or write what the socket allows; a broken connection is closed here."""
+        try:
+            if not channel.ready():                     # 4.8.2: authentication comes first
+                self._authenticate(channel)
+                channel.last_active_ms = now
+                return
+            if events & selectors.EVENT_READ:
+                if channel.muted:
+                    self._pipelining.add(channel.id)
+                    self._update_interest(channel)      # muted lazily: stop watching now that it matters
+                else:
+                    receive = channel.read()
+                    if receive is not None:
+                        self._completed_receives.append(receive)
+            if events & selectors.EVENT_WRITE:
+                send = channel.write()
+                if send is not None:
+                    self._completed_sends.append(send)
+            channel.last_active_ms = now
+        except AuthenticationError as exc:       # the one line; the close waits so the client reads the answer
+            log.info("%s: closing connection %s: authentication failed: %s", self.name, channel.id, exc)
+            channel.watch(self._selector, 0)
+            self._failed_authentications[channel.id] = now + self._failed_authentication_delay_ms
+        except (InvalidReceiveError, TruncatedFrameError) as exc:
+            self._close(channel.id, str(exc), logging.WARNING)
+        except EOFError as exc:
+            self._close(channel.id, str(exc), logging.DEBUG)
+        except OSError as exc:
+            self._close(channel.id, f"{type(exc).__name__}: {exc}", logging.INFO)
+
+    def _authenticate(self, channel: KafkaChannel) -> None:
+        channel.prepare()
+        self._update_interest(channel)
+        if channel.ready():
+            log.debug("%s: %s authenticated as %s", self.name, channel.id, channel.principal)
+
+
+# %% book/ch4_server/0101_socket_server.ipynb 9104a2e1
+class _Completions:
+    """Steps 4 to 6: hand complete requests on, finish complete sends, close what must close."""
+
+    def _process_completed_receives(self) -> None:
+        receives, self._completed_receives = self._completed_receives, []
+        for receive in receives:
+            channel = self._channels.get(receive.source)
+            if channel is None:
+                continue
+            try:
+                request = Request(self.id, receive.source, Session(channel.principal, channel.remote_host),
+                                  receive.payload, self._time.milliseconds(), self.protocol)
+            except InvalidRequestError as exc:
+                self._close(receive.source, str(exc), logging.WARNING)
+                continue
+            channel.mute()                              # lazily: the registration changes only if read
+            if receive.source in self._pipelining:
+                self._update_interest(channel)
+            while not self._request_channel.send_request(request, timeout_ms=POLL_TIMEOUT_MS):
+                if not self.is_running:
+                    return
+
+    def _process_completed_sends(self) -> None:
+        sends, self._completed_sends = self._completed_sends, []
+        if self._sensors is not None and sends:
+            self._sensors.completed(sends, (), self._time.milliseconds())
+        request_metrics = self._request_channel.request_metrics
+        for send in sends:
+            response = self._inflight_responses.pop(send.destination, None)
+            if response is None:
+                log.error("%s: completed a send to %s with no response in flight", self.name, send.destination)
+                continue
+            response.request.send_complete_time_ms = self._time.milliseconds()
+            if request_metrics is not None:
+                request_metrics.update(response.request)
+            channel = self._channels.get(send.destination)
+            if channel is not None:
+                channel.unmute()
+                self._update_interest(channel)
+
+    def _close_idle_connections(self, now: int) -> None:
+        """Close connections idle too long; looked for at most every 1/10 of the limit (and 300 ms)."""
+        self._next_idle_check_ms = now + max(1, min(POLL_TIMEOUT_MS, self._connections_max_idle_ms // 10))
+        for channel in list(self._channels.values()):
+            waiting_for_us = channel.muted or channel.has_send()
+            if not waiting_for_us and now - channel.last_active_ms > self._connections_max_idle_ms:
+                self._close(channel.id, f"idle for more than {self._connections_max_idle_ms} ms", logging.INFO)
+
+    def _update_interest(self, channel: KafkaChannel) -> None:
+        channel.watch(self._selector, channel.interest())
+
+    def _close(self, connection_id: str, reason: str, level: int) -> None:
+        channel = self._channels.pop(connection_id, None)
+        if channel is None:
+            return
+        self._tls_channels.pop(connection_id, None)
+        channel.watch(self._selector, 0)
+        self._inflight_responses.pop(connection_id, None)
+        self._pipelining.discard(connection_id)
+        self._failed_authentications.pop(connection_id, None)
+        log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
+        self.close_socket(channel.socket, channel.remote_host)
+        if self._sensors is not None:
+            self._sensors.connection_closed(self._time.milliseconds())
+
+    def _close_all(self) -> None:
+        for connection_id in list(self._channels):
+            self._close(connection_id, "the processor is shutting down", logging.DEBUG)
+        while True:
+            try:
+                sock, remote_host = self._new_connections.get_nowait()
+            except queue.Empty:
+                break
+            self.close_socket(sock, remote_host)
+        self._selector.close()
+        self._wakeup.close()
+        if self._sensors is not None:
+            self._sensors.close()
+
+    def _drain_wakeups(self) -> None:
+        self._wakeup.drain()
+        self._wakeup_pending = False         # after the drain, before the responses are taken
+
+
+# %% book/ch4_server/0101_socket_server.ipynb b65831cd
+class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
     """One selector thread: reads requests from its connections and writes their responses."""
 
     def __init__(self, id: int, time: Time, max_request_size: int, request_channel: RequestChannel,
@@ -40,11 +242,13 @@ class Processor(AbstractServerThread):
         self._max_request_size = max_request_size
         self._request_channel = request_channel
         self._connections_max_idle_ms = connections_max_idle_ms
+        self._next_idle_check_ms = 0
         self._channel_builder = channel_builder or PlaintextChannelBuilder()   # 4.8: one per listener
         self._failed_authentication_delay_ms = failed_authentication_delay_ms
         self._failed_authentications: dict[str, int] = {}   # connection -> when to close it
         self._new_connections: queue.SimpleQueue[tuple[socket.socket, str]] = queue.SimpleQueue()
         self._channels: dict[str, KafkaChannel] = {}
+        self._tls_channels: dict[str, KafkaChannel] = {}   # the ones that may hold bytes select cannot see
         self._inflight_responses: dict[str, Response] = {}
         self._completed_receives: list[NetworkReceive] = []
         self._completed_sends: list[Send] = []
@@ -97,183 +301,3 @@ class Processor(AbstractServerThread):
         finally:
             self._close_all()
             self.shutdown_complete()
-
-    def _configure_new_connections(self) -> None:
-        while not self._new_connections.empty():        # only this thread takes, so the check holds
-            sock, remote_host = self._new_connections.get_nowait()
-            try:
-                local, remote = sock.getsockname(), sock.getpeername()
-                connection_id = f"{local[0]}:{local[1]}-{remote[0]}:{remote[1]}"
-                channel = self._channel_builder.build_channel(connection_id, sock, self._max_request_size,
-                                                              remote_host)
-                channel.last_active_ms = self._time.milliseconds()
-                self._channels[connection_id] = channel
-                self._update_interest(channel)
-                if self._sensors is not None:
-                    self._sensors.connection_created(connection_id, channel.last_active_ms)
-            except OSError as exc:
-                log.info("%s: could not register a connection from %s: %s", self.name, remote_host, exc)
-                self.close_socket(sock, remote_host)
-
-    def _process_new_responses(self) -> None:
-        while (response := self._request_channel.receive_response(self.id)) is not None:
-            connection_id = response.request.connection_id
-            channel = self._channels.get(connection_id)
-            if response.action is ResponseAction.CLOSE:
-                self._close(connection_id, "closed at the request of the API layer",
-                            logging.DEBUG)  # the API layer already logged why, in one line
-            elif channel is None:
-                log.warning("%s: dropping a response for %s, which is no longer open",
-                            self.name, connection_id)
-            elif response.action is ResponseAction.NO_OP:
-                channel.unmute()
-                self._update_interest(channel)
-            else:
-                channel.set_send(response.send)
-                self._inflight_responses[connection_id] = response
-                self._handle_io(channel, selectors.EVENT_WRITE, self._time.milliseconds())
-                if connection_id in self._channels and channel.has_send():
-                    self._update_interest(channel)      # wait for room; a finished send unmutes below
-
-    def _poll(self, timeout_ms: int) -> None:
-        sensors = self._sensors
-        select_start_ns = self._time.nanoseconds() if sensors is not None else 0
-        buffered = [c for c in self._channels.values() if not c.muted and c.has_buffered_read()]
-        if buffered:
-            timeout_ms = 0                               # 4.8.4: TLS holds bytes select cannot see
-        if self._failed_authentications:
-            timeout_ms = max(0, min(timeout_ms, min(self._failed_authentications.values()) - self._time.milliseconds()))
-        ready = self._selector.select(timeout_ms / 1000)
-        now = self._time.milliseconds()
-        io_start_ns = self._time.nanoseconds() if sensors is not None else 0
-        for channel in buffered:
-            if channel.id in self._channels and not any(key.data is channel for key, _ in ready):
-                self._handle_io(channel, selectors.EVENT_READ, now)
-        for key, events in ready:
-            channel = key.data
-            if channel is self._wakeup:
-                self._drain_wakeups()
-            elif channel.id in self._channels:
-                self._handle_io(channel, events, now)
-        if sensors is not None:
-            sensors.completed((), self._completed_receives, now)
-            sensors.select_and_io(io_start_ns - select_start_ns, self._time.nanoseconds() - io_start_ns, now)
-        self._close_idle_connections(now)
-        for connection_id, close_at in list(self._failed_authentications.items()):
-            if close_at <= now:
-                self._close(connection_id, "failed authentication delay elapsed", logging.DEBUG)
-
-    def _handle_io(self, channel: KafkaChannel, events: int, now: int) -> None:
-        """Read and/or write what the socket allows; a broken connection is closed here."""
-        try:
-            if not channel.ready():                     # 4.8.2: authentication comes first
-                self._authenticate(channel)
-                channel.last_active_ms = now
-                return
-            if events & selectors.EVENT_READ:
-                if channel.muted:
-                    self._pipelining.add(channel.id)
-                    self._update_interest(channel)      # muted lazily: stop watching now that it matters
-                else:
-                    receive = channel.read()
-                    if receive is not None:
-                        self._completed_receives.append(receive)
-            if events & selectors.EVENT_WRITE:
-                send = channel.write()
-                if send is not None:
-                    self._completed_sends.append(send)
-            channel.last_active_ms = now
-        except AuthenticationError as exc:       # the one line; the close waits so the client reads the answer
-            log.info("%s: closing connection %s: authentication failed: %s", self.name, channel.id, exc)
-            channel.watch(self._selector, 0)
-            self._failed_authentications[channel.id] = now + self._failed_authentication_delay_ms
-        except (InvalidReceiveError, TruncatedFrameError) as exc:
-            self._close(channel.id, str(exc), logging.WARNING)
-        except EOFError as exc:
-            self._close(channel.id, str(exc), logging.DEBUG)
-        except OSError as exc:
-            self._close(channel.id, f"{type(exc).__name__}: {exc}", logging.INFO)
-
-    def _authenticate(self, channel: KafkaChannel) -> None:
-        channel.prepare()
-        self._update_interest(channel)
-        if channel.ready():
-            log.debug("%s: %s authenticated as %s", self.name, channel.id, channel.principal)
-
-    def _process_completed_receives(self) -> None:
-        receives, self._completed_receives = self._completed_receives, []
-        for receive in receives:
-            channel = self._channels.get(receive.source)
-            if channel is None:
-                continue
-            try:
-                request = Request(self.id, receive.source, Session(channel.principal, channel.remote_host),
-                                  receive.payload, self._time.milliseconds(), self.protocol)
-            except InvalidRequestError as exc:
-                self._close(receive.source, str(exc), logging.WARNING)
-                continue
-            channel.mute()                              # lazily: the registration changes only if read
-            if receive.source in self._pipelining:
-                self._update_interest(channel)
-            while not self._request_channel.send_request(request, timeout_ms=POLL_TIMEOUT_MS):
-                if not self.is_running:
-                    return
-
-    def _process_completed_sends(self) -> None:
-        sends, self._completed_sends = self._completed_sends, []
-        if self._sensors is not None and sends:
-            self._sensors.completed(sends, (), self._time.milliseconds())
-        request_metrics = self._request_channel.request_metrics
-        for send in sends:
-            response = self._inflight_responses.pop(send.destination, None)
-            if response is None:
-                log.error("%s: completed a send to %s with no response in flight", self.name, send.destination)
-                continue
-            response.request.send_complete_time_ms = self._time.milliseconds()
-            if request_metrics is not None:
-                request_metrics.update(response.request)
-            channel = self._channels.get(send.destination)
-            if channel is not None:
-                channel.unmute()
-                self._update_interest(channel)
-
-    def _close_idle_connections(self, now: int) -> None:
-        for channel in list(self._channels.values()):
-            waiting_for_us = channel.muted or channel.has_send()
-            if not waiting_for_us and now - channel.last_active_ms > self._connections_max_idle_ms:
-                self._close(channel.id, f"idle for more than {self._connections_max_idle_ms} ms", logging.INFO)
-
-    # --- connection bookkeeping ----------------------------------------------------------------
-    def _update_interest(self, channel: KafkaChannel) -> None:
-        channel.watch(self._selector, channel.interest())
-
-    def _close(self, connection_id: str, reason: str, level: int) -> None:
-        channel = self._channels.pop(connection_id, None)
-        if channel is None:
-            return
-        channel.watch(self._selector, 0)
-        self._inflight_responses.pop(connection_id, None)
-        self._pipelining.discard(connection_id)
-        self._failed_authentications.pop(connection_id, None)
-        log.log(level, "%s: closing connection %s: %s", self.name, connection_id, reason)
-        self.close_socket(channel.socket, channel.remote_host)
-        if self._sensors is not None:
-            self._sensors.connection_closed(self._time.milliseconds())
-
-    def _close_all(self) -> None:
-        for connection_id in list(self._channels):
-            self._close(connection_id, "the processor is shutting down", logging.DEBUG)
-        while True:
-            try:
-                sock, remote_host = self._new_connections.get_nowait()
-            except queue.Empty:
-                break
-            self.close_socket(sock, remote_host)
-        self._selector.close()
-        self._wakeup.close()
-        if self._sensors is not None:
-            self._sensors.close()
-
-    def _drain_wakeups(self) -> None:
-        self._wakeup.drain()
-        self._wakeup_pending = False         # after the drain, before the responses are taken

@@ -100,7 +100,8 @@ class RequestChannel:
         self.num_processors = num_processors
         self.queue_size = queue_size
         self._time = time
-        self._request_queue: queue.Queue[Request] = queue.Queue(maxsize=queue_size)
+        self._request_queue: queue.SimpleQueue[Request] = queue.SimpleQueue()
+        self._room = threading.Semaphore(queue_size)    # free places in the request queue
         self._response_queues: list[queue.SimpleQueue[Response]] = [queue.SimpleQueue()
                                                                      for _ in range(num_processors)]
         self._response_listeners: tuple[Callable[[int], None], ...] = ()
@@ -120,20 +121,19 @@ class RequestChannel:
 
     def send_request(self, request: Request, timeout_ms: int | None = None) -> bool:
         """Enqueue, blocking while the queue is full; False only if `timeout_ms` passed first."""
-        try:
-            self._request_queue.put(request, timeout=None if timeout_ms is None else timeout_ms / 1000)
-        except queue.Full:
+        if not self._room.acquire(timeout=None if timeout_ms is None else timeout_ms / 1000):
             return False
+        self._request_queue.put(request)
         return True
 
     def receive_request(self, timeout_ms: int | None = None) -> Request | None:
         """The next request, waiting up to `timeout_ms` (None: forever, 0: not at all)."""
         try:
-            if timeout_ms == 0:
-                return self._request_queue.get_nowait()
-            return self._request_queue.get(timeout=None if timeout_ms is None else timeout_ms / 1000)
+            request = self._request_queue.get(timeout_ms != 0, None if not timeout_ms else timeout_ms / 1000)
         except queue.Empty:
             return None
+        self._room.release()
+        return request
 
     def send_response(self, response: Response) -> None:
         """Queue a response for its Processor and wake that Processor."""

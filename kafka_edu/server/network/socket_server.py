@@ -23,7 +23,7 @@ class SocketServer:
         self.metrics = metrics
         self.end_points = list(config.listeners)
         self.channel_builders = {e.protocol: server_channel_builder(      # 4.8: fails here on a bad setting
-            e.protocol, config["sasl.enabled.mechanisms"], config.originals, credentials) for e in self.end_points}
+            e.protocol, config["sasl.enabled.mechanisms"], config.security_configs(), credentials) for e in self.end_points}
         self.broker_id = config["broker.id"]
         self.num_processor_threads = config["num.network.threads"]
         self.total_processor_threads = self.num_processor_threads * len(self.end_points)
@@ -54,7 +54,7 @@ class SocketServer:
                 id, self.time, self.config["socket.request.max.bytes"], self.request_channel,
                 self.connection_quotas, self.config["connections.max.idle.ms"],
                 end_point.protocol, self.broker_id, self.metrics, self.channel_builders[end_point.protocol],
-                int(self.config.originals.get("connection.failed.authentication.delay.ms", 100))))
+                self.config["connection.failed.authentication.delay.ms"]))
         acceptor = Acceptor(end_point, server_socket, self.config["socket.send.buffer.bytes"],
                             self.broker_id, self.processors[begin:], self.connection_quotas)
         self.acceptors[end_point.protocol] = acceptor

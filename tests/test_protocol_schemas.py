@@ -40,7 +40,7 @@ def test_every_api_and_version_is_declared():
     expected = {"PRODUCE": 8, "FETCH": 11, "LIST_OFFSETS": 5, "METADATA": 8, "OFFSET_COMMIT": 7, "OFFSET_FETCH": 5,
                 "FIND_COORDINATOR": 2, "JOIN_GROUP": 5, "HEARTBEAT": 3, "LEAVE_GROUP": 3, "SYNC_GROUP": 3,
                 "DESCRIBE_GROUPS": 4, "LIST_GROUPS": 2, "SASL_HANDSHAKE": 1, "SASL_AUTHENTICATE": 1, "API_VERSIONS": 2,
-                "CREATE_TOPICS": 4, "DELETE_TOPICS": 3, "INIT_PRODUCER_ID": 1, "DESCRIBE_CONFIGS": 2,
+                "CREATE_TOPICS": 4, "DELETE_TOPICS": 3, "INIT_PRODUCER_ID": 1, "DESCRIBE_CONFIGS": 2, "ALTER_CONFIGS": 1,
                 "CREATE_PARTITIONS": 1, "DESCRIBE_ACLS": 1, "CREATE_ACLS": 1, "DELETE_ACLS": 1, "LEADER_AND_ISR": 1,
                 "STOP_REPLICA": 0, "UPDATE_METADATA": 4, "CONTROLLED_SHUTDOWN": 1,
                 "DELETE_GROUPS": 1,   # DeleteGroups (Kafka 1.1): beyond DESIGN.md's list, for consumer-groups --delete

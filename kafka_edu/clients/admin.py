@@ -273,6 +273,23 @@ class _TopicQueries:
             return {t: configs[t] for t in names}
         return self._retrying(attempt)
 
+    def alter_configs(self, configs: dict[str, dict[str, str]], validate_only: bool = False) -> None:
+        """Replace each topic's configuration overrides (AlterConfigs; Beyond 0.10: not incremental, so a
+        key left out falls back to the broker's default); KafkaError for a topic the broker refuses."""
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE_TYPE, "resource_name": topic,
+                               "configs": [{"name": k, "value": v} for k, v in sorted(entries.items())]}
+                              for topic, entries in configs.items()], "validate_only": validate_only}
+
+        def attempt(deadline: int) -> None:
+            for result in self._send_any(ApiKeys.ALTER_CONFIGS, body, deadline).responses:
+                topic, error = result.resource_name, Errors.for_code(result.error_code)
+                if error is Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+                if error is not Errors.NONE:
+                    raise KafkaError(error, result.error_message or f"altering the configs of topic {topic!r}")
+        if configs:
+            self._retrying(attempt)
+
 
 # %% book/ch5_tools/0500_admin_client.ipynb f304756e
 class _TopicChanges:

@@ -41,6 +41,7 @@ def cluster_from_metadata_response(response: Mapping) -> tuple[Cluster, dict[str
                    response.get("cluster_id")), errors
 
 
+# %% book/ch2_producer/0405_network_client.ipynb 84cabdea
 class Metadata:
     """The client's current Cluster plus the rules for refreshing it; shared between threads."""
 
@@ -106,56 +107,66 @@ class Metadata:
         with self._lock:
             self._listeners.append(listener)
 
-    def request_update(self) -> int:
-        """Ask for a fetch as soon as the backoff allows; returns the version to wait past."""
-        with self._lock:
-            self._need_update = True
-            return self._version
 
-    def update_requested(self) -> bool:
-        with self._lock:
-            return self._need_update
+# %% book/ch2_producer/0405_network_client.ipynb 14fbf647
+def request_update(self) -> int:
+    """Ask for a fetch as soon as the backoff allows; returns the version to wait past."""
+    with self._lock:
+        self._need_update = True
+        return self._version
 
-    def time_to_next_update(self, now: int) -> int:
-        """Milliseconds until a fetch is both needed (requested or expired) and allowed (backoff)."""
-        with self._lock:
-            to_expire = 0 if self._need_update else max(
-                self._last_successful_refresh_ms + self.metadata_expire_ms - now, 0)
-            to_allow = max(self._last_refresh_ms + self.refresh_backoff_ms - now, 0)
-            return max(to_expire, to_allow)
+def update_requested(self) -> bool:
+    with self._lock:
+        return self._need_update
 
-    def await_update(self, last_version: int, max_wait_ms: int) -> None:
-        """Block until the version exceeds `last_version`; TimeoutError after `max_wait_ms`."""
-        if max_wait_ms < 0:
-            raise ValueError("max_wait_ms must not be negative")
-        begin = self._time.milliseconds()
-        with self._lock:
-            while self._version <= last_version:
-                remaining = max_wait_ms - (self._time.milliseconds() - begin)
-                if remaining <= 0:
-                    raise TimeoutError(f"Failed to update metadata after {max_wait_ms} ms.")
-                self._lock.wait(remaining / 1000)
+def time_to_next_update(self, now: int) -> int:
+    """Milliseconds until a fetch is both needed (requested or expired) and allowed (backoff)."""
+    with self._lock:
+        to_expire = 0 if self._need_update else max(
+            self._last_successful_refresh_ms + self.metadata_expire_ms - now, 0)
+        to_allow = max(self._last_refresh_ms + self.refresh_backoff_ms - now, 0)
+        return max(to_expire, to_allow)
 
-    def bootstrap(self, addresses: Iterable[tuple[str, int]]) -> None:
-        """Start from addresses only, and want real metadata right away."""
-        with self._lock:
-            self._cluster = Cluster.bootstrap(addresses)
-            self._version += 1
-            self._need_update = True
-            self._lock.notify_all()
+def await_update(self, last_version: int, max_wait_ms: int) -> None:
+    """Block until the version exceeds `last_version`; TimeoutError after `max_wait_ms`."""
+    if max_wait_ms < 0:
+        raise ValueError("max_wait_ms must not be negative")
+    begin = self._time.milliseconds()
+    with self._lock:
+        while self._version <= last_version:
+            remaining = max_wait_ms - (self._time.milliseconds() - begin)
+            if remaining <= 0:
+                raise TimeoutError(f"Failed to update metadata after {max_wait_ms} ms.")
+            self._lock.wait(remaining / 1000)
 
-    def update(self, cluster: Cluster, now: int) -> None:
-        with self._lock:
-            self._need_update = False
-            self._last_refresh_ms = self._last_successful_refresh_ms = now
-            self._version += 1
-            if self._need_metadata_for_all_topics:
-                self._topics = set(cluster.topics)
-            self._cluster = cluster
-            for listener in self._listeners:
-                listener(cluster)
-            self._lock.notify_all()
+def bootstrap(self, addresses: Iterable[tuple[str, int]]) -> None:
+    """Start from addresses only, and want real metadata right away."""
+    with self._lock:
+        self._cluster = Cluster.bootstrap(addresses)
+        self._version += 1
+        self._need_update = True
+        self._lock.notify_all()
 
-    def failed_update(self, now: int) -> None:
-        with self._lock:
-            self._last_refresh_ms = now
+def update(self, cluster: Cluster, now: int) -> None:
+    with self._lock:
+        self._need_update = False
+        self._last_refresh_ms = self._last_successful_refresh_ms = now
+        self._version += 1
+        if self._need_metadata_for_all_topics:
+            self._topics = set(cluster.topics)
+        self._cluster = cluster
+        for listener in self._listeners:
+            listener(cluster)
+        self._lock.notify_all()
+
+def failed_update(self, now: int) -> None:
+    with self._lock:
+        self._last_refresh_ms = now
+
+
+# Metadata gets the methods defined above
+for _method in (request_update, update_requested, time_to_next_update, await_update, bootstrap, update,
+                failed_update):
+    setattr(Metadata, _method.__name__, _method)
+del (_method, request_update, update_requested, time_to_next_update, await_update, bootstrap, update,
+              failed_update)

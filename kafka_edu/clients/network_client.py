@@ -226,34 +226,6 @@ class NetworkClient:
                 found, fewest = node, count
         return found
 
-    # --- sending ------------------------------------------------------------------------------
-    def new_client_request(self, node_id: str, api_key: ApiKeys, body, created_ms: int | None = None,
-                           expect_response: bool = True, callback: Callable[[ClientResponse], None] | None = None,
-                           api_version: int | None = None) -> ClientRequest:
-        created = self._time.milliseconds() if created_ms is None else created_ms
-        return ClientRequest(str(node_id), ApiKeys(api_key), body, created, expect_response, callback, api_version)
-
-    def send(self, request: ClientRequest, now: int) -> None:
-        """Queue a request for a ready node; it is written by the following polls."""
-        if not self.can_send_request(request.destination):
-            raise IllegalStateError(f"attempt to send a request to node {request.destination} which is not ready")
-        self.send_internal(request, now)
-
-    def send_internal(self, request: ClientRequest, now: int) -> None:
-        """Send without the readiness check (the client's own requests, and `send` after it)."""
-        node = request.destination
-        version = request.api_version
-        if version is None:
-            known = self.api_versions.get(node)
-            version = known.latest_usable_version(request.api_key) if known else request.api_key.max_version
-        self._correlation += 1
-        header = RequestHeader(request.api_key, version, self._correlation, self.client_id)
-        frame = encode_request(header, request.body_for(version))
-        request.header, request.send_ms = header, now
-        request.send = NetworkSend(node, memoryview(frame)[4:])
-        self.in_flight_requests.add(request)
-        self.selector.send(request.send)
-
     def initiate_connect(self, node: Node, now: int) -> None:
         node_id = node.id_string
         self.connection_states.connecting(node_id, now)
@@ -264,147 +236,206 @@ class NetworkClient:
             self.connection_states.disconnected(node_id, now)
             self.metadata_updater.request_update()
 
-    # --- the poll loop ------------------------------------------------------------------------
-    def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
-        """Do the network I/O and return (after running their callbacks) the finished requests."""
-        metadata_timeout = self.metadata_updater.maybe_update(now)
-        self.selector.poll(max(0, min(timeout_ms, metadata_timeout, self.request_timeout_ms)))
-        now = self._time.milliseconds()
-        responses: list[ClientResponse] = []
-        errors: list[Exception] = []
-        self._handle_completed_sends(responses, now)
-        self._handle_completed_receives(responses, errors, now)
-        self._handle_disconnections(responses, now)
-        self._handle_connections(now)
-        self._handle_timed_out_requests(responses, now)
-        for response in responses:
-            if response.request.callback is not None:
-                try:
-                    response.request.callback(response)
-                except Exception:
-                    log.exception("uncaught error in the callback of %s", response.request)
-        if errors:
-            raise errors[0]
-        return responses
 
-    def _handle_completed_sends(self, responses: list, now: int) -> None:
-        for send in self.selector.completed_sends:
-            request = self.in_flight_requests.last_sent(send.destination)
-            if not request.expect_response:
-                self.in_flight_requests.complete_last_sent(send.destination)
-                responses.append(ClientResponse(request, now))
+# %% book/ch2_producer/0405_network_client.ipynb cd81f751
+def new_client_request(self, node_id: str, api_key: ApiKeys, body, created_ms: int | None = None,
+                       expect_response: bool = True, callback: Callable[[ClientResponse], None] | None = None,
+                       api_version: int | None = None) -> ClientRequest:
+    created = self._time.milliseconds() if created_ms is None else created_ms
+    return ClientRequest(str(node_id), ApiKeys(api_key), body, created, expect_response, callback, api_version)
 
-    def _handle_completed_receives(self, responses: list, errors: list, now: int) -> None:
-        broken: set[str] = set()
-        for receive in self.selector.completed_receives:
-            node = receive.source
-            if node in broken:
-                continue
-            request = None
-            try:
-                request = self.in_flight_requests.complete_next(node)   # none: an answer nobody asked for
-                body = self._parse_response(receive.payload, request)
-            except (IllegalStateError, ProtocolError) as exc:
-                log.error("closing the connection to node %s: %s", node, exc)
-                errors.append(exc)
-                broken.add(node)
-                if request is not None:
-                    responses.append(ClientResponse(request, now, disconnected=True))
-                self.selector.close(node)
-                self._process_disconnection(responses, node, now)
-                continue
-            if request.internal and request.api_key == ApiKeys.METADATA:
-                self.metadata_updater.handle_response(request, body, now)
-            elif request.internal and request.api_key == ApiKeys.API_VERSIONS:
-                self._handle_api_versions_response(responses, request, body, now)
-            else:
-                responses.append(ClientResponse(request, now, body=body))
+def send(self, request: ClientRequest, now: int) -> None:
+    """Queue a request for a ready node; it is written by the following polls."""
+    if not self.can_send_request(request.destination):
+        raise IllegalStateError(f"attempt to send a request to node {request.destination} which is not ready")
+    self.send_internal(request, now)
 
-    def _parse_response(self, payload: bytes, request: ClientRequest) -> Struct:
-        if len(payload) < 4:
-            raise ProtocolError(f"a response frame of {len(payload)} bytes has no header")
-        correlation_id = INT32.read(payload[:4])
-        if correlation_id != request.correlation_id:
-            raise CorrelationIdMismatchError(
-                f"correlation id for response ({correlation_id}) does not match request "
-                f"({request.correlation_id}), request header: {request.header}")
-        version = request.header.api_version
+def send_internal(self, request: ClientRequest, now: int) -> None:
+    """Send without the readiness check (the client's own requests, and `send` after it)."""
+    node = request.destination
+    version = request.api_version
+    if version is None:
+        known = self.api_versions.get(node)
+        version = known.latest_usable_version(request.api_key) if known else request.api_key.max_version
+    self._correlation += 1
+    header = RequestHeader(request.api_key, version, self._correlation, self.client_id)
+    frame = encode_request(header, request.body_for(version))
+    request.header, request.send_ms = header, now
+    request.send = NetworkSend(node, memoryview(frame)[4:])
+    self.in_flight_requests.add(request)
+    self.selector.send(request.send)
+
+
+# NetworkClient gets the methods defined above
+for _method in (new_client_request, send, send_internal):
+    setattr(NetworkClient, _method.__name__, _method)
+del (_method, new_client_request, send, send_internal)
+
+
+# %% book/ch2_producer/0405_network_client.ipynb 3ac22b0a
+def _handle_completed_sends(self, responses: list, now: int) -> None:
+    for send in self.selector.completed_sends:
+        request = self.in_flight_requests.last_sent(send.destination)
+        if not request.expect_response:
+            self.in_flight_requests.complete_last_sent(send.destination)
+            responses.append(ClientResponse(request, now))
+
+def _handle_completed_receives(self, responses: list, errors: list, now: int) -> None:
+    broken: set[str] = set()
+    for receive in self.selector.completed_receives:
+        node = receive.source
+        if node in broken:
+            continue
+        request = None
         try:
-            return decode_response(payload, request.api_key, version)[1]
-        except ProtocolError:
-            if request.api_key != ApiKeys.API_VERSIONS or version == 0:
-                raise
-            return decode_response(payload, ApiKeys.API_VERSIONS, 0)[1]   # the error-35 answer is v0
-
-    def _handle_disconnections(self, responses: list, now: int) -> None:
-        for node in self.selector.disconnected:
-            log.debug("node %s disconnected", node)
-            if node in self.selector.authentication_errors:      # 4.8: kept until a login succeeds
-                self.authentication_errors[node] = self.selector.authentication_errors[node]
-            self._process_disconnection(responses, node, now)
-        if self.selector.disconnected:
-            self.metadata_updater.request_update()
-
-    def _process_disconnection(self, responses: list, node: str, now: int) -> None:
-        self.connection_states.disconnected(node, now)
-        self.api_versions.pop(node, None)
-        for request in self.in_flight_requests.clear_all(node):
-            if not request.internal:
+            request = self.in_flight_requests.complete_next(node)   # none: an answer nobody asked for
+            body = self._parse_response(receive.payload, request)
+        except (IllegalStateError, ProtocolError) as exc:
+            log.error("closing the connection to node %s: %s", node, exc)
+            errors.append(exc)
+            broken.add(node)
+            if request is not None:
                 responses.append(ClientResponse(request, now, disconnected=True))
-            elif request.api_key == ApiKeys.METADATA:
-                self.metadata_updater.handle_disconnection(request)
-
-    def _handle_connections(self, now: int) -> None:
-        for node in self.selector.connected:
-            self.authentication_errors.pop(node, None)
-            if self.discover_broker_versions:
-                self.connection_states.checking_api_versions(node)
-                self._send_api_versions_request(node, ApiKeys.API_VERSIONS.max_version, now)
-            else:
-                self.connection_states.connected(node)
-
-    def _send_api_versions_request(self, node: str, version: int, now: int) -> None:
-        self.send_internal(ClientRequest(node, ApiKeys.API_VERSIONS, {}, created_ms=now, internal=True,
-                                         api_version=version), now)
-
-    def _handle_api_versions_response(self, responses: list, request: ClientRequest, body: Struct,
-                                      now: int) -> None:
-        node, asked = request.destination, request.header.api_version
-        error = Errors.for_code(body["error_code"])
-        if error is Errors.NONE:
-            self.api_versions[node] = NodeApiVersions.from_response(body)
-            self.connection_states.connected(node)
-        elif error is Errors.UNSUPPORTED_VERSION and asked > 0:
-            theirs = NodeApiVersions.from_response(body).ranges.get(ApiKeys.API_VERSIONS, (0, 0))[1]
-            log.info("node %s does not serve ApiVersions v%d; asking again with v%d", node, asked,
-                     min(theirs, asked - 1))
-            self._send_api_versions_request(node, min(theirs, asked - 1), now)
+            self.selector.close(node)
+            self._process_disconnection(responses, node, now)
+            continue
+        if request.internal and request.api_key == ApiKeys.METADATA:
+            self.metadata_updater.handle_response(request, body, now)
+        elif request.internal and request.api_key == ApiKeys.API_VERSIONS:
+            self._handle_api_versions_response(responses, request, body, now)
         else:
-            log.warning("node %s answered ApiVersions with %s; closing the connection", node, error.name)
-            self.selector.close(node)
-            self._process_disconnection(responses, node, now)
+            responses.append(ClientResponse(request, now, body=body))
 
-    def _handle_timed_out_requests(self, responses: list, now: int) -> None:
-        nodes = self.in_flight_requests.nodes_with_timed_out_requests(now, self.request_timeout_ms)
-        for node in nodes:
-            log.debug("disconnecting from node %s: a request timed out", node)
-            self.selector.close(node)
-            self._process_disconnection(responses, node, now)
-        if nodes:
-            self.metadata_updater.request_update()
+def _parse_response(self, payload: bytes, request: ClientRequest) -> Struct:
+    if len(payload) < 4:
+        raise ProtocolError(f"a response frame of {len(payload)} bytes has no header")
+    correlation_id = INT32.read(payload[:4])
+    if correlation_id != request.correlation_id:
+        raise CorrelationIdMismatchError(
+            f"correlation id for response ({correlation_id}) does not match request "
+            f"({request.correlation_id}), request header: {request.header}")
+    version = request.header.api_version
+    try:
+        return decode_response(payload, request.api_key, version)[1]
+    except ProtocolError:
+        if request.api_key != ApiKeys.API_VERSIONS or version == 0:
+            raise
+        return decode_response(payload, ApiKeys.API_VERSIONS, 0)[1]   # the error-35 answer is v0
 
-    # --- the rest -----------------------------------------------------------------------------
-    def wakeup(self) -> None:
-        self.selector.wakeup()
 
-    def close(self, node_id: str | None = None) -> None:
-        """Close one node's connection, dropping its requests without callbacks; or everything."""
-        if node_id is None:
-            self.selector.close()
-            return
-        self.selector.close(node_id)
-        for request in self.in_flight_requests.clear_all(node_id):
-            if request.internal and request.api_key == ApiKeys.METADATA:
-                self.metadata_updater.handle_disconnection(request)
-        self.connection_states.remove(node_id)
-        self.api_versions.pop(node_id, None)
+# NetworkClient gets the methods defined above
+for _method in (_handle_completed_sends, _handle_completed_receives, _parse_response):
+    setattr(NetworkClient, _method.__name__, _method)
+del (_method, _handle_completed_sends, _handle_completed_receives, _parse_response)
+
+
+# %% book/ch2_producer/0405_network_client.ipynb 2a10e423
+def _handle_disconnections(self, responses: list, now: int) -> None:
+    for node in self.selector.disconnected:
+        log.debug("node %s disconnected", node)
+        if node in self.selector.authentication_errors:      # 4.8: kept until a login succeeds
+            self.authentication_errors[node] = self.selector.authentication_errors[node]
+        self._process_disconnection(responses, node, now)
+    if self.selector.disconnected:
+        self.metadata_updater.request_update()
+
+def _process_disconnection(self, responses: list, node: str, now: int) -> None:
+    self.connection_states.disconnected(node, now)
+    self.api_versions.pop(node, None)
+    for request in self.in_flight_requests.clear_all(node):
+        if not request.internal:
+            responses.append(ClientResponse(request, now, disconnected=True))
+        elif request.api_key == ApiKeys.METADATA:
+            self.metadata_updater.handle_disconnection(request)
+
+def _handle_connections(self, now: int) -> None:
+    for node in self.selector.connected:
+        self.authentication_errors.pop(node, None)
+        if self.discover_broker_versions:
+            self.connection_states.checking_api_versions(node)
+            self._send_api_versions_request(node, ApiKeys.API_VERSIONS.max_version, now)
+        else:
+            self.connection_states.connected(node)
+
+def _send_api_versions_request(self, node: str, version: int, now: int) -> None:
+    self.send_internal(ClientRequest(node, ApiKeys.API_VERSIONS, {}, created_ms=now, internal=True,
+                                     api_version=version), now)
+
+def _handle_api_versions_response(self, responses: list, request: ClientRequest, body: Struct,
+                                  now: int) -> None:
+    node, asked = request.destination, request.header.api_version
+    error = Errors.for_code(body["error_code"])
+    if error is Errors.NONE:
+        self.api_versions[node] = NodeApiVersions.from_response(body)
+        self.connection_states.connected(node)
+    elif error is Errors.UNSUPPORTED_VERSION and asked > 0:
+        theirs = NodeApiVersions.from_response(body).ranges.get(ApiKeys.API_VERSIONS, (0, 0))[1]
+        log.info("node %s does not serve ApiVersions v%d; asking again with v%d", node, asked,
+                 min(theirs, asked - 1))
+        self._send_api_versions_request(node, min(theirs, asked - 1), now)
+    else:
+        log.warning("node %s answered ApiVersions with %s; closing the connection", node, error.name)
+        self.selector.close(node)
+        self._process_disconnection(responses, node, now)
+
+def _handle_timed_out_requests(self, responses: list, now: int) -> None:
+    nodes = self.in_flight_requests.nodes_with_timed_out_requests(now, self.request_timeout_ms)
+    for node in nodes:
+        log.debug("disconnecting from node %s: a request timed out", node)
+        self.selector.close(node)
+        self._process_disconnection(responses, node, now)
+    if nodes:
+        self.metadata_updater.request_update()
+
+
+# NetworkClient gets the methods defined above
+for _method in (_handle_disconnections, _process_disconnection, _handle_connections,
+                _send_api_versions_request, _handle_api_versions_response, _handle_timed_out_requests):
+    setattr(NetworkClient, _method.__name__, _method)
+del (_method, _handle_disconnections, _process_disconnection, _handle_connections, _send_api_versions_request,
+              _handle_api_versions_response, _handle_timed_out_requests)
+
+
+# %% book/ch2_producer/0405_network_client.ipynb 99a01df4
+def poll(self, timeout_ms: int, now: int) -> list[ClientResponse]:
+    """Do the network I/O and return (after running their callbacks) the finished requests."""
+    metadata_timeout = self.metadata_updater.maybe_update(now)
+    self.selector.poll(max(0, min(timeout_ms, metadata_timeout, self.request_timeout_ms)))
+    now = self._time.milliseconds()
+    responses: list[ClientResponse] = []
+    errors: list[Exception] = []
+    self._handle_completed_sends(responses, now)
+    self._handle_completed_receives(responses, errors, now)
+    self._handle_disconnections(responses, now)
+    self._handle_connections(now)
+    self._handle_timed_out_requests(responses, now)
+    for response in responses:
+        if response.request.callback is not None:
+            try:
+                response.request.callback(response)
+            except Exception:
+                log.exception("uncaught error in the callback of %s", response.request)
+    if errors:
+        raise errors[0]
+    return responses
+
+def wakeup(self) -> None:
+    self.selector.wakeup()
+
+def close(self, node_id: str | None = None) -> None:
+    """Close one node's connection, dropping its requests without callbacks; or everything."""
+    if node_id is None:
+        self.selector.close()
+        return
+    self.selector.close(node_id)
+    for request in self.in_flight_requests.clear_all(node_id):
+        if request.internal and request.api_key == ApiKeys.METADATA:
+            self.metadata_updater.handle_disconnection(request)
+    self.connection_states.remove(node_id)
+    self.api_versions.pop(node_id, None)
+
+
+# NetworkClient gets the methods defined above
+for _method in (poll, wakeup, close):
+    setattr(NetworkClient, _method.__name__, _method)
+del (_method, poll, wakeup, close)

@@ -127,7 +127,7 @@ class _AdminManagerCore:
         operation = DelayedTopicOperation(timeout_ms, results, waiting, done, callback)
         self.purgatory.try_complete_else_watch(operation, sorted(waiting))
 
-    def _validate_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
+    def validate_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
         for key, value in configs.items():
             if value is None:
                 raise AdminError(Errors.INVALID_REQUEST, f"Null value not supported for topic configs: {key}")
@@ -170,8 +170,8 @@ class _AdminManagerCore:
 
 
 # %% book/ch4_server/0609_admin_manager.ipynb a6308687
-class _TopicCommands:
-    """CreateTopics, DeleteTopics, CreatePartitions and auto-creation (mixin of `AdminManager`)."""
+class _TopicCreation:
+    """CreateTopics and auto-creation (mixin of `AdminManager`)."""
 
     def _validate_new_topic(self, topic: NewTopic, existing: list[str]) -> tuple[dict, dict]:
         validate_topic_name(topic.name)
@@ -181,7 +181,7 @@ class _TopicCommands:
         if clashing:
             raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
                              f"Topic '{topic.name}' collides with existing topics: {', '.join(clashing)}")
-        configs = self._validate_configs(topic.configs)
+        configs = self.validate_configs(topic.configs)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise AdminError(Errors.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
@@ -231,6 +231,11 @@ class _TopicCommands:
                 log.info("could not auto-create topic %s: %s", topic, exc.message)
                 return exc.error
         return Errors.LEADER_NOT_AVAILABLE
+
+
+# %% book/ch4_server/0609_admin_manager.ipynb d4512a3d
+class _TopicChanges:
+    """DeleteTopics and CreatePartitions (mixin of `AdminManager`)."""
 
     def delete_topics(self, timeout_ms: int, topics: list[str],
                       response_callback: Callable[[TopicResults], None]) -> None:
@@ -291,5 +296,5 @@ class _TopicCommands:
                                        rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
 
 
-class AdminManager(_TopicCommands, _AdminManagerCore):
+class AdminManager(_TopicCreation, _TopicChanges, _AdminManagerCore):
     """Topic administration as ZooKeeper writes, with optional waits for their effect."""

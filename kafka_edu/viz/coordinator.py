@@ -30,6 +30,7 @@ def _error_of(args) -> Errors:
     return Errors.NONE
 
 
+# %% book/ch4_server/0703_group_coordinator.ipynb 19bd6090
 class MemberTimeline:
     """Every request a member sends, when (on the coordinator's clock), what it got back, and the
     session deadline the coordinator then keeps for it. Observes by wrapping the coordinator's
@@ -93,40 +94,6 @@ class MemberTimeline:
         self._wrapped = []
 
 
-def member_timeline_figure(timeline: MemberTimeline, title: str = "") -> SvgFigure:
-    """Figure 4-76: one lane per member; a marker per request (red when answered with an error) and,
-    after each, a grey bar to the session deadline it left; a cross where a session expired."""
-    members = list(dict.fromkeys(event["member"] for event in timeline.events))
-    lane = {name: len(members) - 1 - i for i, name in enumerate(members)}
-    fig = Figure(figsize=(9, 1.1 * len(members) + 1.4))
-    ax = fig.subplots()
-    same_instant: dict[tuple, int] = {}
-    for n, event in enumerate(timeline.events):
-        y = lane[event["member"]]
-        slot = same_instant.setdefault((event["member"], event["t"]), 0)
-        same_instant[(event["member"], event["t"])] += 1
-        t = event["t"] / 1000 + 0.3 * slot           # requests at one instant side by side, in order
-        if event.get("deadline") is not None:
-            bar = y - 0.15 - 0.08 * (n % 4)
-            ax.plot([t, event["deadline"] / 1000], [bar, bar], color="#bbbbbb", linewidth=2, zorder=1)
-            ax.plot([event["deadline"] / 1000], [bar], marker="|", color="#888888", zorder=1)
-        failed = event["error"] not in (None, Errors.NONE)
-        ax.scatter([t], [y], marker=_MARKERS[event["kind"]], s=60, zorder=3,
-                   color="#c0392b" if failed or event["kind"] == "expired" else "#264653")
-    for kind, marker in _MARKERS.items():
-        ax.scatter([], [], marker=marker, color="#264653", label=kind)
-    ax.set_yticks(range(len(members)), list(reversed(members)))
-    ax.set_ylim(-0.6, len(members) - 0.5)
-    ax.set_xlabel("coordinator time (s); requests at one instant are drawn side by side, in order;\n"
-                  "grey: up to the session deadline each left; red: an error answer or an expiry")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=6, fontsize=8, frameon=False)
-    ax.grid(axis="x", color="#eeeeee")
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return _svg(fig, title or "member timeline")
-
-
 # %% book/ch4_server/0703_group_coordinator.ipynb db1f4020
 def _key(key) -> str:
     return "/".join(str(part) for part in key)
@@ -161,3 +128,38 @@ def coordinator_figure(coordinator: GroupCoordinator, scheduler=None) -> graphvi
         dot.node("scheduler", "scheduler\\n" + "\\n".join(tasks or ["no tasks"]), shape="note")
         dot.edge("manager", "scheduler", label=" scheduled")
     return dot
+
+
+# %% book/ch4_server/0703_group_coordinator.ipynb e967a87e
+def member_timeline_figure(timeline: MemberTimeline, title: str = "") -> SvgFigure:
+    """Figure 4-76: one lane per member; a marker per request (red when answered with an error) and,
+    after each, a grey bar to the session deadline it left; a cross where a session expired."""
+    members = list(dict.fromkeys(event["member"] for event in timeline.events))
+    lane = {name: len(members) - 1 - i for i, name in enumerate(members)}
+    fig = Figure(figsize=(9, 1.1 * len(members) + 1.4))
+    ax = fig.subplots()
+    same_instant: dict[tuple, int] = {}
+    for n, event in enumerate(timeline.events):
+        y = lane[event["member"]]
+        slot = same_instant.setdefault((event["member"], event["t"]), 0)
+        same_instant[(event["member"], event["t"])] += 1
+        t = event["t"] / 1000 + 0.3 * slot           # requests at one instant side by side, in order
+        if event.get("deadline") is not None:
+            bar = y - 0.15 - 0.08 * (n % 4)
+            ax.plot([t, event["deadline"] / 1000], [bar, bar], color="#bbbbbb", linewidth=2, zorder=1)
+            ax.plot([event["deadline"] / 1000], [bar], marker="|", color="#888888", zorder=1)
+        failed = event["error"] not in (None, Errors.NONE)
+        ax.scatter([t], [y], marker=_MARKERS[event["kind"]], s=60, zorder=3,
+                   color="#c0392b" if failed or event["kind"] == "expired" else "#264653")
+    for kind, marker in _MARKERS.items():
+        ax.scatter([], [], marker=marker, color="#264653", label=kind)
+    ax.set_yticks(range(len(members)), list(reversed(members)))
+    ax.set_ylim(-0.6, len(members) - 0.5)
+    ax.set_xlabel("coordinator time (s); requests at one instant are drawn side by side, in order;\n"
+                  "grey: up to the session deadline each left; red: an error answer or an expiry")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=6, fontsize=8, frameon=False)
+    ax.grid(axis="x", color="#eeeeee")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return _svg(fig, title or "member timeline")

@@ -161,3 +161,33 @@ def test_topic_overrides_survive_a_restart_without_zookeeper_data(tmp_path):
             assert values_of(client.fetch("compact-me", 0, 0).records) == [b"v"]
     finally:
         server.shutdown()
+
+
+def _alter(client, name, configs, resource_type=2, validate_only=False, version=0):
+    body = {"validate_only": validate_only, "resources": [{"resource_type": resource_type, "resource_name": name,
+                                                           "configs": [{"name": k, "value": v}
+                                                                       for k, v in configs.items()]}]}
+    return client.call(ApiKeys.ALTER_CONFIGS, version, body).responses[0]
+
+
+def test_alter_configs_replaces_a_topics_overrides_and_the_log_follows(broker, client):
+    """AlterConfigs (Beyond 0.10): the overrides are replaced, not merged, and the broker's log applies them."""
+    client.create_topic("altered", **{"cleanup_policy": "compact"})
+    assert _alter(client, "altered", {"retention.ms": "3600000"}, validate_only=True).error_code == 0
+    assert _configs(client, 2, "altered")[1]["retention.ms"].value == "604800000"     # validate_only wrote nothing
+    answer = _alter(client, "altered", {"retention.ms": "3600000"}, version=1)
+    assert (answer.error_code, answer.resource_name) == (0, "altered")
+    _, configs = _configs(client, 2, "altered")
+    assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == ("3600000", "delete")
+    log = broker.log_manager.get_log("altered", 0)
+    wait_for(lambda: log.config.retention_ms == 3_600_000, what="the dynamic config applied to the log")
+
+
+def test_alter_configs_errors(client):
+    client.create_topic("strict")
+    bad = _alter(client, "strict", {"retention.ms": "soon"})
+    assert bad.error_code == Errors.INVALID_CONFIG.code and "retention.ms" in bad.error_message
+    assert _alter(client, "strict", {"retention.ms": None}).error_code == Errors.INVALID_REQUEST.code
+    assert _alter(client, "nowhere", {"retention.ms": "1"}).error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+    broker_resource = _alter(client, "0", {"log.retention.hours": "1"}, resource_type=4)
+    assert broker_resource.error_code == Errors.INVALID_REQUEST.code

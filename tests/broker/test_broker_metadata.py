@@ -16,7 +16,7 @@ SERVED = {ApiKeys.PRODUCE: (0, 8), ApiKeys.FETCH: (0, 11), ApiKeys.LIST_OFFSETS:
           ApiKeys.LEADER_AND_ISR: (0, 1), ApiKeys.STOP_REPLICA: (0, 0), ApiKeys.UPDATE_METADATA: (0, 4),
           ApiKeys.CONTROLLED_SHUTDOWN: (0, 1),
           ApiKeys.API_VERSIONS: (0, 2), ApiKeys.CREATE_TOPICS: (0, 4), ApiKeys.DELETE_TOPICS: (0, 3),
-          ApiKeys.INIT_PRODUCER_ID: (0, 1), ApiKeys.DESCRIBE_CONFIGS: (0, 2), ApiKeys.CREATE_PARTITIONS: (0, 1),
+          ApiKeys.INIT_PRODUCER_ID: (0, 1), ApiKeys.DESCRIBE_CONFIGS: (0, 2), ApiKeys.ALTER_CONFIGS: (0, 1), ApiKeys.CREATE_PARTITIONS: (0, 1),
           # the ACL APIs (4.8.5, Beyond 0.10)
           ApiKeys.DESCRIBE_ACLS: (0, 1), ApiKeys.CREATE_ACLS: (0, 1), ApiKeys.DELETE_ACLS: (0, 1),
           # the group APIs (4.7.3)

@@ -149,6 +149,12 @@ def epoch_end(conn):
     return answer.topics[0].partitions[0].error_code
 
 
+def alter_configs(conn):
+    answer = conn.call(ApiKeys.ALTER_CONFIGS, 0, {"validate_only": True, "resources": [
+        {"resource_type": 2, "resource_name": TOPIC, "configs": [{"name": "retention.ms", "value": "3600000"}]}]})
+    return answer.responses[0].error_code
+
+
 def test_matrix(granted):
     with login(granted, "alice") as alice, login(granted, "bob") as bob, login(granted, "carol") as carol, \
             login(granted, "admin") as admin:
@@ -166,6 +172,7 @@ def test_matrix(granted):
         assert delete_topic(bob, "doomed") == AUTH["TOPIC"] and delete_topic(carol, "doomed") == 0
         assert leader_and_isr(alice) == AUTH["CLUSTER"]
         assert epoch_end(bob) == AUTH["CLUSTER"] and epoch_end(admin) == 0
+        assert alter_configs(bob) == AUTH["TOPIC"] and alter_configs(admin) == 0
         assert admin.call(ApiKeys.DESCRIBE_ACLS, 0, {"resource_type_filter": 1, "resource_name_filter": None,
                                                      "principal_filter": "User:carol", "host_filter": None,
                                                      "operation": 1, "permission_type": 1}).resources[0].resource_name \

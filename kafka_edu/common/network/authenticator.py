@@ -132,95 +132,111 @@ class SaslServerAuthenticator(_FrameIO):
         self.state = state
         self._trace(f"-> {state.value}")
 
-    def _parse(self, frame: bytearray, expected: Sequence[ApiKeys]):
-        """Header and body of a request allowed here; anything else closes the connection."""
-        try:
-            header, pos = RequestHeader.read_from(frame)
-        except ProtocolError:
-            raise SaslAuthenticationError(f"malformed frame of {len(frame)} bytes during SASL authentication") \
-                from None
-        if header.api_key not in expected:
-            name = ApiKeys(header.api_key).name if header.api_key in ApiKeys._value2member_map_ else header.api_key
-            if header.api_key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE) and \
-                    ApiKeys(header.api_key).supports(header.api_version):
-                body = {"error_code": Errors.ILLEGAL_SASL_STATE.code, "mechanisms": [], "error_message":
-                        f"{name} is not allowed in state {self.state.value}", "auth_bytes": b""}
-                self._fail(IllegalSaslStateError(f"unexpected {name} request in state {self.state.value}"),
-                           _response(header, body))
-                return header, None
-            raise IllegalSaslStateError(f"unexpected {name} request before SASL authentication")
-        api = ApiKeys(header.api_key)
-        if not api.supports(header.api_version):
-            return header, None
-        try:
-            return header, api.request_schema(header.api_version).read(frame, pos)
-        except ProtocolError as exc:
-            raise SaslAuthenticationError(f"malformed {api.name} request: {exc}") from None
 
-    def _handle_kafka_request(self, frame: bytearray) -> None:
-        allowed = [ApiKeys.SASL_HANDSHAKE]
-        if self.state is SaslServerState.GSSAPI_OR_HANDSHAKE_REQUEST:
-            allowed.append(ApiKeys.API_VERSIONS)
-        header, body = self._parse(frame, allowed)
+# %% book/ch4_server/0801_authentication.ipynb d6665c5c
+def _parse(self, frame: bytearray, expected: Sequence[ApiKeys]):
+    """Header and body of a request allowed here; anything else closes the connection."""
+    try:
+        header, pos = RequestHeader.read_from(frame)
+    except ProtocolError:
+        raise SaslAuthenticationError(f"malformed frame of {len(frame)} bytes during SASL authentication") \
+            from None
+    if header.api_key not in expected:
+        name = ApiKeys(header.api_key).name if header.api_key in ApiKeys._value2member_map_ else header.api_key
+        if header.api_key in (ApiKeys.SASL_HANDSHAKE, ApiKeys.SASL_AUTHENTICATE) and \
+                ApiKeys(header.api_key).supports(header.api_version):
+            body = {"error_code": Errors.ILLEGAL_SASL_STATE.code, "mechanisms": [], "error_message":
+                    f"{name} is not allowed in state {self.state.value}", "auth_bytes": b""}
+            self._fail(IllegalSaslStateError(f"unexpected {name} request in state {self.state.value}"),
+                       _response(header, body))
+            return header, None
+        raise IllegalSaslStateError(f"unexpected {name} request before SASL authentication")
+    api = ApiKeys(header.api_key)
+    if not api.supports(header.api_version):
+        return header, None
+    try:
+        return header, api.request_schema(header.api_version).read(frame, pos)
+    except ProtocolError as exc:
+        raise SaslAuthenticationError(f"malformed {api.name} request: {exc}") from None
+
+def _handle_kafka_request(self, frame: bytearray) -> None:
+    allowed = [ApiKeys.SASL_HANDSHAKE]
+    if self.state is SaslServerState.GSSAPI_OR_HANDSHAKE_REQUEST:
+        allowed.append(ApiKeys.API_VERSIONS)
+    header, body = self._parse(frame, allowed)
+    if self.state is SaslServerState.FAILED:
+        return
+    if header.api_key == ApiKeys.API_VERSIONS:
+        self._trace(f"ApiVersions v{header.api_version} answered before authentication")
+        if body is None:
+            self._queue(_response(header, {"error_code": Errors.UNSUPPORTED_VERSION.code,
+                                           "api_keys": all_api_versions()}, version=0))
+            return                       # the client retries with a version we speak
+        self._set_state(SaslServerState.HANDSHAKE_REQUEST)        # before the answer leaves: traces stay ordered
+        self._queue(_response(header, {"error_code": 0, "api_keys": all_api_versions(), "throttle_time_ms": 0}))
+    elif body is None:
+        raise IllegalSaslStateError(f"SaslHandshake v{header.api_version} is not supported")
+    else:
+        self._handle_handshake(header, body.mechanism)
+
+
+# SaslServerAuthenticator gets the methods defined above
+for _method in (_parse, _handle_kafka_request):
+    setattr(SaslServerAuthenticator, _method.__name__, _method)
+del (_method, _parse, _handle_kafka_request)
+
+
+# %% book/ch4_server/0801_authentication.ipynb 65434749
+def _handle_handshake(self, header: RequestHeader, mechanism: str) -> None:
+    self._trace(f"SaslHandshake v{header.api_version} mechanism={mechanism}")
+    if mechanism not in self.enabled_mechanisms:
+        answer = _response(header, {"error_code": Errors.UNSUPPORTED_SASL_MECHANISM.code,
+                                    "mechanisms": self.enabled_mechanisms})
+        self._fail(UnsupportedSaslMechanismError(
+            f"unsupported SASL mechanism {mechanism}, enabled: {self.enabled_mechanisms}"), answer)
+        return
+    self._sasl_server = self._server_factory(mechanism)
+    self._handshake_version = header.api_version
+    self._set_state(SaslServerState.AUTHENTICATE)
+    self._queue(_response(header, {"error_code": 0, "mechanisms": self.enabled_mechanisms}))
+
+def _handle_token_frame(self, frame: bytearray) -> None:
+    if self._handshake_version == 0:             # 0.10: the frame is the token itself
+        try:
+            challenge = self._sasl_server.evaluate_response(bytes(frame))
+        except SaslAuthenticationError as exc:
+            self._fail(exc)                      # 0.10 closes without a word
+        self._trace(f"token of {len(frame)} bytes accepted")
+        self._maybe_complete()
+        self._queue(challenge)
+    else:                                        # Beyond 0.10, KIP-152: SaslAuthenticate requests
+        header, body = self._parse(frame, [ApiKeys.SASL_AUTHENTICATE])
         if self.state is SaslServerState.FAILED:
             return
-        if header.api_key == ApiKeys.API_VERSIONS:
-            self._trace(f"ApiVersions v{header.api_version} answered before authentication")
-            if body is None:
-                self._queue(_response(header, {"error_code": Errors.UNSUPPORTED_VERSION.code,
-                                               "api_keys": all_api_versions()}, version=0))
-                return                       # the client retries with a version we speak
-            self._set_state(SaslServerState.HANDSHAKE_REQUEST)        # before the answer leaves: traces stay ordered
-            self._queue(_response(header, {"error_code": 0, "api_keys": all_api_versions(), "throttle_time_ms": 0}))
-        elif body is None:
-            raise IllegalSaslStateError(f"SaslHandshake v{header.api_version} is not supported")
-        else:
-            self._handle_handshake(header, body.mechanism)
-
-    def _handle_handshake(self, header: RequestHeader, mechanism: str) -> None:
-        self._trace(f"SaslHandshake v{header.api_version} mechanism={mechanism}")
-        if mechanism not in self.enabled_mechanisms:
-            answer = _response(header, {"error_code": Errors.UNSUPPORTED_SASL_MECHANISM.code,
-                                        "mechanisms": self.enabled_mechanisms})
-            self._fail(UnsupportedSaslMechanismError(
-                f"unsupported SASL mechanism {mechanism}, enabled: {self.enabled_mechanisms}"), answer)
+        if body is None:
+            raise IllegalSaslStateError(f"SaslAuthenticate v{header.api_version} is not supported")
+        try:
+            challenge = self._sasl_server.evaluate_response(body.auth_bytes)
+        except SaslAuthenticationError as exc:
+            self._fail(exc, _response(header, {"error_code": Errors.SASL_AUTHENTICATION_FAILED.code,
+                                               "error_message": str(exc), "auth_bytes": b""}))
             return
-        self._sasl_server = self._server_factory(mechanism)
-        self._handshake_version = header.api_version
-        self._set_state(SaslServerState.AUTHENTICATE)
-        self._queue(_response(header, {"error_code": 0, "mechanisms": self.enabled_mechanisms}))
+        self._trace(f"SaslAuthenticate v{header.api_version} token of {len(body.auth_bytes)} bytes accepted")
+        self._maybe_complete()
+        self._queue(_response(header, {"error_code": 0, "error_message": None, "auth_bytes": challenge,
+                                       "session_lifetime_ms": 0}))
 
-    def _handle_token_frame(self, frame: bytearray) -> None:
-        if self._handshake_version == 0:             # 0.10: the frame is the token itself
-            try:
-                challenge = self._sasl_server.evaluate_response(bytes(frame))
-            except SaslAuthenticationError as exc:
-                self._fail(exc)                      # 0.10 closes without a word
-            self._trace(f"token of {len(frame)} bytes accepted")
-            self._maybe_complete()
-            self._queue(challenge)
-        else:                                        # Beyond 0.10, KIP-152: SaslAuthenticate requests
-            header, body = self._parse(frame, [ApiKeys.SASL_AUTHENTICATE])
-            if self.state is SaslServerState.FAILED:
-                return
-            if body is None:
-                raise IllegalSaslStateError(f"SaslAuthenticate v{header.api_version} is not supported")
-            try:
-                challenge = self._sasl_server.evaluate_response(body.auth_bytes)
-            except SaslAuthenticationError as exc:
-                self._fail(exc, _response(header, {"error_code": Errors.SASL_AUTHENTICATION_FAILED.code,
-                                                   "error_message": str(exc), "auth_bytes": b""}))
-                return
-            self._trace(f"SaslAuthenticate v{header.api_version} token of {len(body.auth_bytes)} bytes accepted")
-            self._maybe_complete()
-            self._queue(_response(header, {"error_code": 0, "error_message": None, "auth_bytes": challenge,
-                                           "session_lifetime_ms": 0}))
+def _maybe_complete(self) -> None:
+    """COMPLETE before the last answer is written: the principal is set when the client reads it."""
+    if self._sasl_server.is_complete():
+        self._set_state(SaslServerState.COMPLETE)
+        self._trace(f"authenticated {user_principal(self._sasl_server.authorization_id)}")
 
-    def _maybe_complete(self) -> None:
-        """COMPLETE before the last answer is written: the principal is set when the client reads it."""
-        if self._sasl_server.is_complete():
-            self._set_state(SaslServerState.COMPLETE)
-            self._trace(f"authenticated {user_principal(self._sasl_server.authorization_id)}")
+
+# SaslServerAuthenticator gets the methods defined above
+for _method in (_handle_handshake, _handle_token_frame, _maybe_complete):
+    setattr(SaslServerAuthenticator, _method.__name__, _method)
+del (_method, _handle_handshake, _handle_token_frame, _maybe_complete)
 
 
 # %% book/ch4_server/0801_authentication.ipynb 7898543f

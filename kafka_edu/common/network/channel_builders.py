@@ -42,6 +42,7 @@ class SslChannelBuilder:
         return KafkaChannel(id, sock, max_receive_size, remote_host, transport=self._transport(sock, remote_host))
 
 
+# %% book/ch4_server/0801_authentication.ipynb 1d828694
 class SaslServerChannelBuilder(SslChannelBuilder):
     """Broker channels that run a SaslServerAuthenticator before any request (over TLS on SASL_SSL)."""
 
@@ -79,6 +80,7 @@ class SaslClientChannelBuilder(SslChannelBuilder):
         return KafkaChannel(id, sock, max_receive_size, remote_host, authenticator, transport)
 
 
+# %% book/ch4_server/0801_authentication.ipynb 44faef79
 def _server_factory(protocol: str, mechanism: str, config: Mapping[str, object],
                     credentials: CredentialLookup | None) -> Callable[[], object]:
     if mechanism in HASHES:                        # SCRAM (4.8.3): credentials from ZooKeeper
@@ -113,6 +115,7 @@ def server_channel_builder(protocol: str, enabled_mechanisms: Sequence[str], con
     return SaslServerChannelBuilder(enabled_mechanisms, factories, max_receive, trace, context)
 
 
+# %% book/ch4_server/0801_authentication.ipynb 7b007896
 def _client_credentials(config: Mapping[str, object]) -> tuple[str, str]:
     if config.get("sasl.jaas.config"):
         options = parse_jaas_config(str(config["sasl.jaas.config"])).options

@@ -102,25 +102,6 @@ class KSelector:
         channel.set_send(send)          # refuses a second send while one is pending
         self._update_interest(channel)
 
-    def mute(self, id: str) -> None:
-        """Stop reading from a connection; frames already read wait in its staged queue."""
-        channel = self._channel_or_fail(id)
-        channel.mute()
-        self._update_interest(channel)
-
-    def unmute(self, id: str) -> None:
-        channel = self._channel_or_fail(id)
-        channel.unmute()
-        self._update_interest(channel)
-
-    def mute_all(self) -> None:
-        for id in list(self.channels):
-            self.mute(id)
-
-    def unmute_all(self) -> None:
-        for id in list(self.channels):
-            self.unmute(id)
-
     def wakeup(self) -> None:
         """Make a poll that is waiting (or the next one) return at once; any thread may call it."""
         self._wakeup.wakeup()
@@ -145,117 +126,6 @@ class KSelector:
             raise ValueError(f"no open connection with id {id}")
         return channel
 
-    def poll(self, timeout_ms: int) -> None:
-        """Do the I/O that is possible within `timeout_ms` and report it in the five lists."""
-        if timeout_ms < 0:
-            raise ValueError(f"timeout must be >= 0, got {timeout_ms}")
-        self._clear()
-        buffered = [c for c in self.channels.values() if not c.muted and c.has_buffered_read()]
-        if self._immediately_connected or self._has_unmuted_staged_receives() or buffered:
-            timeout_ms = 0
-        sensors = self._sensors
-        select_start_ns = self._time.nanoseconds() if sensors is not None else 0
-        ready = self._selector.select(timeout_ms / 1000)
-        now_ns = self._time.nanoseconds()
-        immediately, self._immediately_connected = self._immediately_connected, []
-        for id in immediately:
-            if id in self.channels:
-                self._poll_channel(self.channels[id], selectors.EVENT_WRITE, now_ns)
-        for channel in buffered:                    # 4.8.4: decrypted bytes select cannot see
-            if channel.id in self.channels and not any(key.data is channel for key, _ in ready):
-                self._poll_channel(channel, selectors.EVENT_READ, now_ns)
-        for key, events in ready:
-            if key.data is self._wakeup:
-                self._wakeup.drain()
-            elif key.data.id in self.channels:
-                self._poll_channel(key.data, events, now_ns)
-        self._add_to_completed_receives()
-        if sensors is not None:
-            self._record_poll(sensors, now_ns - select_start_ns, now_ns)
-        self._maybe_close_oldest_connection(now_ns)
-
-    def _record_poll(self, sensors: SelectorMetrics, select_ns: int, io_start_ns: int) -> None:
-        now_ms = self._time.milliseconds()
-        for id in self.connected:
-            sensors.connection_created(id, now_ms)
-        sensors.completed(self.completed_sends, self.completed_receives, now_ms)
-        sensors.select_and_io(select_ns, self._time.nanoseconds() - io_start_ns, now_ms)
-
-    def _poll_channel(self, channel: KafkaChannel, events: int, now_ns: int) -> None:
-        self._lru[channel.id] = now_ns
-        self._lru.move_to_end(channel.id)
-        try:
-            if channel.id in self._connecting:
-                error = channel.socket.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if error:
-                    raise ConnectionError(error, os.strerror(error))
-                self._connecting.discard(channel.id)
-                if channel.ready():
-                    self.connected.append(channel.id)
-                else:
-                    self._authenticating.add(channel.id)
-                    self._authenticate(channel)
-                self._update_interest(channel)
-                return
-            if channel.id in self._authenticating:
-                self._authenticate(channel)
-                self._update_interest(channel)
-                return
-            if events & selectors.EVENT_READ and not channel.muted and channel.id not in self._staged:
-                while (receive := channel.read()) is not None:
-                    self._staged.setdefault(channel.id, deque()).append(receive)
-            if events & selectors.EVENT_WRITE:
-                send = channel.write()
-                if send is not None:
-                    self.completed_sends.append(send)
-                    self._update_interest(channel)
-        except AuthenticationError as exc:
-            log.warning("authentication to node %s failed: %s", channel.id, exc)
-            self.authentication_errors[channel.id] = exc
-            self._close_channel(channel)
-            self.disconnected.append(channel.id)
-        except (OSError, EOFError, ValueError) as exc:   # ValueError: an invalid frame size
-            log.debug("connection %s closed: %s", channel.id, exc)
-            self._close_channel(channel)
-            self.disconnected.append(channel.id)
-
-    def _authenticate(self, channel: KafkaChannel) -> None:
-        channel.prepare()
-        if channel.ready():
-            self._authenticating.discard(channel.id)
-            self.connected.append(channel.id)
-
-    def _add_to_completed_receives(self) -> None:
-        for id in list(self._staged):
-            queue = self._staged[id]
-            channel = self.channels.get(id)
-            if channel is None:                  # broke after its frames arrived: hand them all over
-                self.completed_receives.extend(queue)
-                queue.clear()
-            elif not channel.muted:
-                self.completed_receives.append(queue.popleft())
-            if not queue:
-                del self._staged[id]
-
-    def _has_unmuted_staged_receives(self) -> bool:
-        return any(id not in self.channels or not self.channels[id].muted for id in self._staged)
-
-    def _maybe_close_oldest_connection(self, now_ns: int) -> None:
-        if not self._lru:
-            return
-        id, last_active_ns = next(iter(self._lru.items()))
-        if now_ns - last_active_ns > self._max_idle_ns:
-            log.debug("closing connection %s: idle for more than %d ms", id, self._max_idle_ns // 1_000_000)
-            self._close_channel(self.channels[id])
-            self.disconnected.append(id)
-
-    def _clear(self) -> None:
-        self.completed_sends = []
-        self.completed_receives = []
-        self.connected = []
-        self.disconnected = []
-        self.authentication_errors = {}
-
     def _update_interest(self, channel: KafkaChannel) -> None:
         wanted = selectors.EVENT_WRITE if channel.id in self._connecting else channel.interest()
         channel.watch(self._selector, wanted)
@@ -269,3 +139,151 @@ class KSelector:
         self._lru.pop(channel.id, None)
         if self._sensors is not None:
             self._sensors.connection_closed(self._time.milliseconds())
+
+
+# %% book/ch2_producer/0403_kselector.ipynb ac320c3c
+def mute(self, id: str) -> None:
+    """Stop reading from a connection; frames already read wait in its staged queue."""
+    channel = self._channel_or_fail(id)
+    channel.mute()
+    self._update_interest(channel)
+
+def unmute(self, id: str) -> None:
+    channel = self._channel_or_fail(id)
+    channel.unmute()
+    self._update_interest(channel)
+
+def mute_all(self) -> None:
+    for id in list(self.channels):
+        self.mute(id)
+
+def unmute_all(self) -> None:
+    for id in list(self.channels):
+        self.unmute(id)
+
+def _poll_channel(self, channel: KafkaChannel, events: int, now_ns: int) -> None:
+    self._lru[channel.id] = now_ns
+    self._lru.move_to_end(channel.id)
+    try:
+        if channel.id in self._connecting:
+            error = channel.socket.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                raise ConnectionError(error, os.strerror(error))
+            self._connecting.discard(channel.id)
+            if channel.ready():
+                self.connected.append(channel.id)
+            else:
+                self._authenticating.add(channel.id)
+                self._authenticate(channel)
+            self._update_interest(channel)
+            return
+        if channel.id in self._authenticating:
+            self._authenticate(channel)
+            self._update_interest(channel)
+            return
+        if events & selectors.EVENT_READ and not channel.muted and channel.id not in self._staged:
+            while (receive := channel.read()) is not None:
+                self._staged.setdefault(channel.id, deque()).append(receive)
+        if events & selectors.EVENT_WRITE:
+            send = channel.write()
+            if send is not None:
+                self.completed_sends.append(send)
+                self._update_interest(channel)
+    except AuthenticationError as exc:
+        log.warning("authentication to node %s failed: %s", channel.id, exc)
+        self.authentication_errors[channel.id] = exc
+        self._close_channel(channel)
+        self.disconnected.append(channel.id)
+    except (OSError, EOFError, ValueError) as exc:   # ValueError: an invalid frame size
+        log.debug("connection %s closed: %s", channel.id, exc)
+        self._close_channel(channel)
+        self.disconnected.append(channel.id)
+
+def _authenticate(self, channel: KafkaChannel) -> None:
+    channel.prepare()
+    if channel.ready():
+        self._authenticating.discard(channel.id)
+        self.connected.append(channel.id)
+
+
+# KSelector gets the methods defined above
+for _method in (mute, unmute, mute_all, unmute_all, _poll_channel, _authenticate):
+    setattr(KSelector, _method.__name__, _method)
+del (_method, mute, unmute, mute_all, unmute_all, _poll_channel, _authenticate)
+
+
+# %% book/ch2_producer/0403_kselector.ipynb 3109f6e7
+def poll(self, timeout_ms: int) -> None:
+    """Do the I/O that is possible within `timeout_ms` and report it in the five lists."""
+    if timeout_ms < 0:
+        raise ValueError(f"timeout must be >= 0, got {timeout_ms}")
+    self._clear()
+    buffered = [c for c in self.channels.values() if not c.muted and c.has_buffered_read()]
+    if self._immediately_connected or self._has_unmuted_staged_receives() or buffered:
+        timeout_ms = 0
+    sensors = self._sensors
+    select_start_ns = self._time.nanoseconds() if sensors is not None else 0
+    ready = self._selector.select(timeout_ms / 1000)
+    now_ns = self._time.nanoseconds()
+    immediately, self._immediately_connected = self._immediately_connected, []
+    for id in immediately:
+        if id in self.channels:
+            self._poll_channel(self.channels[id], selectors.EVENT_WRITE, now_ns)
+    for channel in buffered:                    # 4.8.4: decrypted bytes select cannot see
+        if channel.id in self.channels and not any(key.data is channel for key, _ in ready):
+            self._poll_channel(channel, selectors.EVENT_READ, now_ns)
+    for key, events in ready:
+        if key.data is self._wakeup:
+            self._wakeup.drain()
+        elif key.data.id in self.channels:
+            self._poll_channel(key.data, events, now_ns)
+    self._add_to_completed_receives()
+    if sensors is not None:
+        self._record_poll(sensors, now_ns - select_start_ns, now_ns)
+    self._maybe_close_oldest_connection(now_ns)
+
+def _record_poll(self, sensors: SelectorMetrics, select_ns: int, io_start_ns: int) -> None:
+    now_ms = self._time.milliseconds()
+    for id in self.connected:
+        sensors.connection_created(id, now_ms)
+    sensors.completed(self.completed_sends, self.completed_receives, now_ms)
+    sensors.select_and_io(select_ns, self._time.nanoseconds() - io_start_ns, now_ms)
+
+def _add_to_completed_receives(self) -> None:
+    for id in list(self._staged):
+        queue = self._staged[id]
+        channel = self.channels.get(id)
+        if channel is None:                  # broke after its frames arrived: hand them all over
+            self.completed_receives.extend(queue)
+            queue.clear()
+        elif not channel.muted:
+            self.completed_receives.append(queue.popleft())
+        if not queue:
+            del self._staged[id]
+
+def _has_unmuted_staged_receives(self) -> bool:
+    return any(id not in self.channels or not self.channels[id].muted for id in self._staged)
+
+def _maybe_close_oldest_connection(self, now_ns: int) -> None:
+    if not self._lru:
+        return
+    id, last_active_ns = next(iter(self._lru.items()))
+    if now_ns - last_active_ns > self._max_idle_ns:
+        log.debug("closing connection %s: idle for more than %d ms", id, self._max_idle_ns // 1_000_000)
+        self._close_channel(self.channels[id])
+        self.disconnected.append(id)
+
+def _clear(self) -> None:
+    self.completed_sends = []
+    self.completed_receives = []
+    self.connected = []
+    self.disconnected = []
+    self.authentication_errors = {}
+
+
+# KSelector gets the methods defined above
+for _method in (poll, _record_poll, _add_to_completed_receives, _has_unmuted_staged_receives,
+                _maybe_close_oldest_connection, _clear):
+    setattr(KSelector, _method.__name__, _method)
+del (_method, poll, _record_poll, _add_to_completed_receives, _has_unmuted_staged_receives,
+              _maybe_close_oldest_connection, _clear)

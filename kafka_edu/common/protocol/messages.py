@@ -611,6 +611,29 @@ DESCRIBE_CONFIGS = Message(32, 'DescribeConfigs', max_version=2, flexible_from=4
     ],
 )
 
+ALTER_CONFIGS = Message(33, 'AlterConfigs', max_version=1, flexible_from=2,   # Beyond 0.10: Kafka 0.11 (KIP-133)
+    request=[
+        array('resources', 'AlterConfigsResource', fields=[
+            f('resource_type', INT8),
+            f('resource_name', STRING),
+            array('configs', 'AlterableConfig', fields=[
+                f('name', STRING),
+                f('value', STRING, nullable=True),
+            ]),
+        ]),
+        f('validate_only', BOOLEAN),
+    ],
+    response=[
+        f('throttle_time_ms', INT32),
+        array('responses', 'AlterConfigsResourceResponse', fields=[
+            f('error_code', INT16),
+            f('error_message', STRING, nullable=True),
+            f('resource_type', INT8),
+            f('resource_name', STRING),
+        ]),
+    ],
+)
+
 SASL_AUTHENTICATE = Message(36, 'SaslAuthenticate', max_version=1, flexible_from=2,
     request=[
         f('auth_bytes', BYTES),
@@ -793,5 +816,5 @@ MESSAGES: dict[int, Message] = {m.api_key: m for m in sorted(
     [PRODUCE, FETCH, LIST_OFFSETS, METADATA, LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN,
      OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS,
      LIST_GROUPS, SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_ACLS,
-     CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS, SASL_AUTHENTICATE, CREATE_PARTITIONS,
+     CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS, ALTER_CONFIGS, SASL_AUTHENTICATE, CREATE_PARTITIONS,
      DELETE_GROUPS, OFFSET_FOR_LEADER_EPOCH], key=lambda m: m.api_key)}

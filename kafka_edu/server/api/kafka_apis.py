@@ -15,6 +15,7 @@ from kafka_edu.common.record.errors import UnsupportedCompressionTypeError
 from kafka_edu.common.record.memory_records import MemoryRecords, convert
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import NewPartitions, NewTopic
+from kafka_edu.server.admin_utils import AdminOperationError
 from kafka_edu.server.api.fetch_response_send import FetchResponseSend, encode_response_pieces
 from kafka_edu.server.controller.kafka_controller import ControllerMovedError
 from kafka_edu.server.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
@@ -494,6 +495,38 @@ class _AdminApis:
         self.send_response(request, header, {"throttle_time_ms": 0, **answer})
 
 
+# %% book/ch4_server/0202_kafka_apis.ipynb 5173f5c5
+class _AlterConfigs:
+    """AlterConfigs v0-1 (mixin of `KafkaApis`; Beyond 0.10)."""
+
+    def handle_alter_configs_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+        responses = []
+        for resource in body.resources:
+            error, message = self._alter_configs(request, resource, body.validate_only)
+            responses.append({"error_code": error.code, "error_message": message,
+                              "resource_type": resource.resource_type, "resource_name": resource.resource_name})
+        self.send_response(request, header, {"throttle_time_ms": 0, "responses": responses})
+
+    def _alter_configs(self, request: Request, resource, validate_only: bool) -> tuple[Errors, str | None]:
+        name = resource.resource_name
+        if resource.resource_type != TOPIC_RESOURCE:
+            if not self.authorize(request, Operation.ALTER_CONFIGS, CLUSTER):
+                return Errors.CLUSTER_AUTHORIZATION_FAILED, None
+            return Errors.INVALID_REQUEST, f"AlterConfigs changes topic configurations, not resource type " \
+                                           f"{resource.resource_type}"
+        if not self.authorize(request, Operation.ALTER_CONFIGS, Resource.topic(name)):
+            return Errors.TOPIC_AUTHORIZATION_FAILED, None
+        if not self.metadata_cache.contains_topic(name):
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        try:
+            configs = self.admin_manager.validate_configs({c.name: c.value for c in resource.configs})
+        except AdminOperationError as exc:
+            return exc.error, exc.message
+        if not validate_only:
+            self.zk_utils.change_entity_config(CONFIG_TYPE_TOPIC, name, configs)
+        return Errors.NONE, None
+
+
 # %% book/ch4_server/0202_kafka_apis.ipynb 5c0e71a2
 def _live_broker(struct, version: int) -> Broker:
     """A broker of an UpdateMetadata request: version 0 has one PLAINTEXT host and port, later
@@ -711,7 +744,7 @@ class _AclApis:
 
 
 # %% book/ch4_server/0202_kafka_apis.ipynb e7327eb2
-class KafkaApis(_AclApis, _InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Authorization,
+class KafkaApis(_AclApis, _AlterConfigs, _InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi, _MetadataApis, _Authorization,
                 _Dispatch):
     """The API layer: one handler per API key, answering through the RequestChannel."""
 
@@ -747,6 +780,7 @@ class KafkaApis(_AclApis, _InterBrokerApis, _AdminApis, _FetchApis, _ProduceApi,
             ApiKeys.DELETE_TOPICS: self.handle_delete_topics_request,
             ApiKeys.INIT_PRODUCER_ID: self.handle_init_producer_id_request,
             ApiKeys.DESCRIBE_CONFIGS: self.handle_describe_configs_request,
+            ApiKeys.ALTER_CONFIGS: self.handle_alter_configs_request,
             ApiKeys.CREATE_PARTITIONS: self.handle_create_partitions_request,
             ApiKeys.DESCRIBE_ACLS: self.handle_describe_acls_request,
             ApiKeys.CREATE_ACLS: self.handle_create_acls_request,

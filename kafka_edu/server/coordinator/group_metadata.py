@@ -107,22 +107,6 @@ def _checked_protocols(protocols) -> list[tuple[str, bytes]]:
 
 
 # %% book/ch4_server/0701_group_metadata.ipynb 1a58e635
-class GroupSummary(NamedTuple):
-    """A group as DescribeGroups reports it."""
-
-    state: str
-    protocol_type: str
-    protocol: str
-    members: list[MemberSummary]
-
-
-class GroupOverview(NamedTuple):
-    """A group as ListGroups reports it."""
-
-    group_id: str
-    protocol_type: str
-
-
 class Transition(NamedTuple):
     """One step of a group's state machine, with the generation it happened in."""
 
@@ -202,58 +186,90 @@ class GroupMetadata:
         self.transitions.append(Transition(self.state, target, self.generation_id))
         self.state = target
 
-    # --- protocols -----------------------------------------------------------------------------
-    def candidate_protocols(self) -> set[str]:
-        """The protocols every member supports."""
-        members = list(self.members.values())
-        if not members:
-            return set()
-        return set.intersection(*(m.protocols for m in members))
-
-    def supports_protocols(self, protocol_type: str, protocols: set[str]) -> bool:
-        """Could a member with these protocols join without breaking the group's agreement?"""
-        if not self.members:
-            return bool(protocol_type) and bool(protocols)
-        return protocol_type == self.protocol_type and bool(protocols & self.candidate_protocols())
-
-    def select_protocol(self) -> str:
-        """Each member votes for its first candidate; most votes wins, earliest vote breaks ties."""
-        if not self.members:
-            raise ValueError(f"group {self.group_id} has no members to vote")
-        candidates = self.candidate_protocols()
-        votes = [m.vote(candidates) for m in self.members.values()]
-        counts = Counter(votes)
-        return max(counts, key=lambda name: (counts[name], -votes.index(name)))
-
-    def init_next_generation(self) -> None:
-        """Start the next generation once every remaining member has rejoined."""
-        if self.not_yet_rejoined_members():
-            raise IllegalStateTransitionError(f"group {self.group_id}: members have not rejoined yet")
-        self.generation_id += 1
-        if self.members:
-            self.protocol = self.select_protocol()
-            self.transition_to(GroupState.AWAITING_SYNC)
-        else:
-            self.protocol = None
-            self.transition_to(GroupState.EMPTY)
-
-    def current_member_metadata(self) -> list[tuple[str, bytes]]:
-        """(member id, metadata for the chosen protocol) of each member: what the leader receives."""
-        if self.state not in (GroupState.AWAITING_SYNC, GroupState.STABLE):
-            raise IllegalStateTransitionError(f"group {self.group_id} has no current generation in {self.state.value}")
-        return [(m.member_id, m.metadata(self.protocol)) for m in self.members.values()]
-
-    # --- reports -------------------------------------------------------------------------------
-    def summary(self) -> GroupSummary:
-        if self.state is GroupState.STABLE:
-            members = [m.summary(self.protocol) for m in self.members.values()]
-            return GroupSummary(self.state.value, self.protocol_type, self.protocol or "", members)
-        members = [m.summary(None) for m in self.members.values()]
-        return GroupSummary(self.state.value, self.protocol_type, "", members)
-
-    def overview(self) -> GroupOverview:
-        return GroupOverview(self.group_id, self.protocol_type)
-
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id}, {self.state.value}, generation={self.generation_id}, "
                 f"leader={self.leader_id}, protocol={self.protocol}, members={list(self.members)})")
+
+
+# %% book/ch4_server/0701_group_metadata.ipynb 0b7aeee6
+def candidate_protocols(self) -> set[str]:
+    """The protocols every member supports."""
+    members = list(self.members.values())
+    if not members:
+        return set()
+    return set.intersection(*(m.protocols for m in members))
+
+def supports_protocols(self, protocol_type: str, protocols: set[str]) -> bool:
+    """Could a member with these protocols join without breaking the group's agreement?"""
+    if not self.members:
+        return bool(protocol_type) and bool(protocols)
+    return protocol_type == self.protocol_type and bool(protocols & self.candidate_protocols())
+
+def select_protocol(self) -> str:
+    """Each member votes for its first candidate; most votes wins, earliest vote breaks ties."""
+    if not self.members:
+        raise ValueError(f"group {self.group_id} has no members to vote")
+    candidates = self.candidate_protocols()
+    votes = [m.vote(candidates) for m in self.members.values()]
+    counts = Counter(votes)
+    return max(counts, key=lambda name: (counts[name], -votes.index(name)))
+
+def init_next_generation(self) -> None:
+    """Start the next generation once every remaining member has rejoined."""
+    if self.not_yet_rejoined_members():
+        raise IllegalStateTransitionError(f"group {self.group_id}: members have not rejoined yet")
+    self.generation_id += 1
+    if self.members:
+        self.protocol = self.select_protocol()
+        self.transition_to(GroupState.AWAITING_SYNC)
+    else:
+        self.protocol = None
+        self.transition_to(GroupState.EMPTY)
+
+def current_member_metadata(self) -> list[tuple[str, bytes]]:
+    """(member id, metadata for the chosen protocol) of each member: what the leader receives."""
+    if self.state not in (GroupState.AWAITING_SYNC, GroupState.STABLE):
+        raise IllegalStateTransitionError(f"group {self.group_id} has no current generation in {self.state.value}")
+    return [(m.member_id, m.metadata(self.protocol)) for m in self.members.values()]
+
+
+# GroupMetadata gets the methods defined above
+for _method in (candidate_protocols, supports_protocols, select_protocol, init_next_generation,
+                current_member_metadata):
+    setattr(GroupMetadata, _method.__name__, _method)
+del (_method, candidate_protocols, supports_protocols, select_protocol, init_next_generation,
+              current_member_metadata)
+
+
+# %% book/ch4_server/0701_group_metadata.ipynb 8eeb85e9
+class GroupSummary(NamedTuple):
+    """A group as DescribeGroups reports it."""
+
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
+class GroupOverview(NamedTuple):
+    """A group as ListGroups reports it."""
+
+    group_id: str
+    protocol_type: str
+
+
+def summary(self) -> GroupSummary:
+    if self.state is GroupState.STABLE:
+        members = [m.summary(self.protocol) for m in self.members.values()]
+        return GroupSummary(self.state.value, self.protocol_type, self.protocol or "", members)
+    members = [m.summary(None) for m in self.members.values()]
+    return GroupSummary(self.state.value, self.protocol_type, "", members)
+
+def overview(self) -> GroupOverview:
+    return GroupOverview(self.group_id, self.protocol_type)
+
+
+# GroupMetadata gets the methods defined above
+for _method in (summary, overview):
+    setattr(GroupMetadata, _method.__name__, _method)
+del (_method, summary, overview)

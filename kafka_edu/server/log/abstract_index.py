@@ -74,102 +74,116 @@ class AbstractIndex:
     def sanity_check(self) -> None:
         raise NotImplementedError
 
-    # --- search -------------------------------------------------------------------------------
-    def _slot_for(self, key: int, key_at=None) -> int:
-        """The greatest slot whose key is <= `key`, or -1 if there is none."""
-        key_at = key_at or self._key_at
-        if self._entries == 0 or key_at(0) > key:
-            return -1
-        lo, hi = 0, self._entries - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            found = key_at(mid)
-            if found == key:
-                return mid
-            if found < key:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
 
-    # --- changing the file --------------------------------------------------------------------
-    def _write_slot(self, data: bytes) -> None:
-        start = self._entries * self.ENTRY_SIZE
-        self._mmap[start:start + self.ENTRY_SIZE] = data
-        self._entries += 1
+# %% book/ch4_server/0304_offset_index.ipynb aecbb11a
+def _slot_for(self, key: int, key_at=None) -> int:
+    """The greatest slot whose key is <= `key`, or -1 if there is none."""
+    key_at = key_at or self._key_at
+    if self._entries == 0 or key_at(0) > key:
+        return -1
+    lo, hi = 0, self._entries - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        found = key_at(mid)
+        if found == key:
+            return mid
+        if found < key:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+def _write_slot(self, data: bytes) -> None:
+    start = self._entries * self.ENTRY_SIZE
+    self._mmap[start:start + self.ENTRY_SIZE] = data
+    self._entries += 1
+    self._after_entries_changed()
+
+def truncate_to_entries(self, entries: int) -> None:
+    with self._lock:
+        self._entries = max(0, min(entries, self._entries))
         self._after_entries_changed()
 
-    def resize(self, new_size: int) -> None:
-        """Change the file's length (rounded down to whole entries), keeping the valid entries."""
-        with self._lock:
-            rounded = self._round_down(new_size)
-            if rounded < self.size_in_bytes():
-                raise ValueError(f"cannot resize {self.path} below its {self._entries} entries")
-            if self._mmap is not None:
-                self._mmap.flush()
-                self._mmap.close()
-            os.ftruncate(self._fd, rounded)
-            self._mmap = self._map(rounded)
-            self._max_entries = rounded // self.ENTRY_SIZE
+def truncate(self) -> None:
+    """Forget every entry (the slots are overwritten by later appends)."""
+    self.truncate_to_entries(0)
 
-    def trim_to_valid_size(self) -> None:
-        """Drop the preallocated tail: done when a segment stops being active."""
-        with self._lock:
-            self.resize(self.size_in_bytes())
+def truncate_to_key(self, key: int, key_at=None) -> None:
+    """Remove every entry whose key (by default the sort key) is >= `key`."""
+    key_at = key_at or self._key_at
+    with self._lock:
+        slot = self._slot_for(key, key_at)
+        if slot < 0:
+            self.truncate_to_entries(0)
+        elif key_at(slot) == key:
+            self.truncate_to_entries(slot)
+        else:
+            self.truncate_to_entries(slot + 1)
 
-    def truncate_to_entries(self, entries: int) -> None:
-        with self._lock:
-            self._entries = max(0, min(entries, self._entries))
-            self._after_entries_changed()
 
-    def truncate(self) -> None:
-        """Forget every entry (the slots are overwritten by later appends)."""
-        self.truncate_to_entries(0)
+# AbstractIndex gets the methods defined above
+for _method in (_slot_for, _write_slot, truncate_to_entries, truncate, truncate_to_key):
+    setattr(AbstractIndex, _method.__name__, _method)
+del (_method, _slot_for, _write_slot, truncate_to_entries, truncate, truncate_to_key)
 
-    def truncate_to_key(self, key: int, key_at=None) -> None:
-        """Remove every entry whose key (by default the sort key) is >= `key`."""
-        key_at = key_at or self._key_at
-        with self._lock:
-            slot = self._slot_for(key, key_at)
-            if slot < 0:
-                self.truncate_to_entries(0)
-            elif key_at(slot) == key:
-                self.truncate_to_entries(slot)
-            else:
-                self.truncate_to_entries(slot + 1)
 
-    def flush(self) -> None:
-        with self._lock:
-            if self._mmap is not None:
-                self._mmap.flush()
+# %% book/ch4_server/0304_offset_index.ipynb 8d70912d
+def resize(self, new_size: int) -> None:
+    """Change the file's length (rounded down to whole entries), keeping the valid entries."""
+    with self._lock:
+        rounded = self._round_down(new_size)
+        if rounded < self.size_in_bytes():
+            raise ValueError(f"cannot resize {self.path} below its {self._entries} entries")
+        if self._mmap is not None:
+            self._mmap.flush()
+            self._mmap.close()
+        os.ftruncate(self._fd, rounded)
+        self._mmap = self._map(rounded)
+        self._max_entries = rounded // self.ENTRY_SIZE
 
-    def rename_to(self, path: str) -> None:
-        with self._lock:
-            os.rename(self.path, path)
-            self.path = path
+def trim_to_valid_size(self) -> None:
+    """Drop the preallocated tail: done when a segment stops being active."""
+    with self._lock:
+        self.resize(self.size_in_bytes())
 
-    def close(self) -> None:
-        """Trim and release the file; the object must not be used afterwards."""
-        with self._lock:
-            if self._fd < 0:
-                return
-            self.trim_to_valid_size()
-            if self._mmap is not None:
-                self._mmap.close()
-                self._mmap = None
+def flush(self) -> None:
+    with self._lock:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+def rename_to(self, path: str) -> None:
+    with self._lock:
+        os.rename(self.path, path)
+        self.path = path
+
+def close(self) -> None:
+    """Trim and release the file; the object must not be used afterwards."""
+    with self._lock:
+        if self._fd < 0:
+            return
+        self.trim_to_valid_size()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        os.close(self._fd)
+        self._fd = -1
+
+def delete(self) -> bool:
+    with self._lock:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        try:
+            os.remove(self.path)
+            return True
+        except FileNotFoundError:
+            return False
 
-    def delete(self) -> bool:
-        with self._lock:
-            if self._mmap is not None:
-                self._mmap.close()
-                self._mmap = None
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            try:
-                os.remove(self.path)
-                return True
-            except FileNotFoundError:
-                return False
+
+# AbstractIndex gets the methods defined above
+for _method in (resize, trim_to_valid_size, flush, rename_to, close, delete):
+    setattr(AbstractIndex, _method.__name__, _method)
+del (_method, resize, trim_to_valid_size, flush, rename_to, close, delete)

@@ -100,31 +100,33 @@ class LogEntry:
     def stored_crc(self) -> int:
         return _U32.unpack_from(self.buffer, self.start + (17 if self.magic >= 2 else 12))[0]
 
-    def compute_crc(self) -> int:
-        end = self.start + self.total_size
-        if self.magic >= 2:
-            return crc32c.crc32c(self.buffer[self.start + 21:end])
-        return zlib.crc32(self.buffer[self.start + 16:end])
-
-    def is_valid(self) -> bool:
-        """Magic in 0..2, a size its format allows, and a matching CRC."""
-        magic = self.magic
-        minimum = (V2_HEADER_SIZE - LOG_OVERHEAD) if magic == 2 else MIN_MESSAGE_OVERHEAD + 8 * magic
-        if magic > 2 or self.size < minimum:
-            return False
-        return self.stored_crc == self.compute_crc()
-
-    def ensure_valid(self) -> None:
-        if not self.is_valid():
-            raise CorruptRecordError(f"entry at offset {self.offset} (position {self.position}) is corrupt: "
-                                     f"magic {self.magic}, size {self.size}, stored crc {self.stored_crc}")
-
-    def tobytes(self) -> bytes:
-        return bytes(self.buffer[self.start:self.start + self.total_size])
-
     def __repr__(self) -> str:
         return (f"LogEntry(offset={self.offset}, last_offset={self.last_offset}, position={self.position}, "
                 f"size={self.total_size}, magic={self.magic}, codec={CODEC_NAMES[self.codec]})")
+
+
+# %% book/ch4_server/0302_file_message_set.ipynb 0a9b6457
+def compute_crc(self) -> int:
+    end = self.start + self.total_size
+    if self.magic >= 2:
+        return crc32c.crc32c(self.buffer[self.start + 21:end])
+    return zlib.crc32(self.buffer[self.start + 16:end])
+
+def is_valid(self) -> bool:
+    """Magic in 0..2, a size its format allows, and a matching CRC."""
+    magic = self.magic
+    minimum = (V2_HEADER_SIZE - LOG_OVERHEAD) if magic == 2 else MIN_MESSAGE_OVERHEAD + 8 * magic
+    if magic > 2 or self.size < minimum:
+        return False
+    return self.stored_crc == self.compute_crc()
+
+def ensure_valid(self) -> None:
+    if not self.is_valid():
+        raise CorruptRecordError(f"entry at offset {self.offset} (position {self.position}) is corrupt: "
+                                 f"magic {self.magic}, size {self.size}, stored crc {self.stored_crc}")
+
+def tobytes(self) -> bytes:
+    return bytes(self.buffer[self.start:self.start + self.total_size])
 
 
 def iter_log_entries(buffer, position: int = 0):
@@ -139,6 +141,12 @@ def iter_log_entries(buffer, position: int = 0):
             yield LogEntry(view, start, position + start)
     except record_errors.CorruptRecordError as exc:
         raise CorruptRecordError(str(exc)) from exc
+
+
+# LogEntry gets the methods defined above
+for _method in (compute_crc, is_valid, ensure_valid, tobytes):
+    setattr(LogEntry, _method.__name__, _method)
+del (_method, compute_crc, is_valid, ensure_valid, tobytes)
 
 
 # %% book/ch4_server/0302_file_message_set.ipynb 30c42b96
@@ -222,101 +230,10 @@ class FileRecords:
     def flush(self) -> None:
         os.fsync(self._fd)
 
-    # --- reading ------------------------------------------------------------------------------
-    def read(self, position: int, size: int) -> "FileRecords":
-        """A slice of `size` bytes from `position` (clipped to the data): no bytes are copied."""
-        if position < 0 or size < 0:
-            raise ValueError(f"invalid slice position {position} / size {size}")
-        if position > self._size:
-            raise ValueError(f"slice position {position} is beyond the size {self._size} of {self.path}")
-        start = self.start + position
-        end = min(start + size, self.start + self._size)
-        return FileRecords(self.path, self._fd, start, end, True, end - start)
-
-    def read_bytes(self, position: int = 0, size: int | None = None) -> bytes:
-        """Copy bytes out (tests, tools); the fetch path uses `write_to` instead."""
-        size = self._size - position if size is None else min(size, self._size - position)
-        return os.pread(self._fd, max(size, 0), self.start + position)
-
-    def search_for(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
-        """The first entry whose last offset is >= target, scanning headers from a boundary.
-
-        Headers are read 8 KiB at a time: small entries (a producer sending one record per
-        batch) share one `pread`, large ones cost one each, as a header-by-header scan would.
-        """
-        position, size = starting_position, self._size
-        chunk, chunk_start = b"", position
-        while position + LOG_OVERHEAD < size:
-            local = position - chunk_start
-            if not 0 <= local <= len(chunk) - _SEARCH_HEADER:
-                chunk, chunk_start, local = os.pread(self._fd, _SEARCH_CHUNK, self.start + position), position, 0
-            available = len(chunk) - local
-            if available < LOG_OVERHEAD + 5:
-                raise KafkaStorageError(f"failed to read a complete entry header at position {position} "
-                                        f"of {self.path}")
-            offset, entry_size = _HEADER.unpack_from(chunk, local)
-            if chunk[local + 16] >= 2 and available >= _SEARCH_HEADER:
-                offset += _I32.unpack_from(chunk, local + 23)[0]
-            if offset >= target_offset:
-                return LogOffsetPosition(offset, position, LOG_OVERHEAD + entry_size)
-            position += LOG_OVERHEAD + entry_size
-        return None
-
-    def entries(self, start_position: int = 0, max_message_size: int = 2**31 - 1):
-        """Shallow entries from a boundary to the end, read in large chunks.
-
-        A partial entry at the end stops the iteration quietly; a size that no entry can have
-        (below the minimum or above `max_message_size`) raises CorruptRecordError.
-        """
-        position, end = start_position, self._size
-        chunk, chunk_start = b"", position
-        while position + LOG_OVERHEAD <= end:
-            local = position - chunk_start
-            if local + LOG_OVERHEAD > len(chunk):
-                chunk, chunk_start, local = self.read_bytes(position, _READ_CHUNK), position, 0
-            size = _I32.unpack_from(chunk, local + 8)[0]
-            if size < MIN_MESSAGE_OVERHEAD or size > max_message_size:
-                raise CorruptRecordError(f"entry at position {position} of {self.path} has a corrupt size {size}")
-            total = LOG_OVERHEAD + size
-            if position + total > end:
-                return
-            if local + total > len(chunk):
-                chunk, chunk_start, local = self.read_bytes(position, max(total, _READ_CHUNK)), position, 0
-            yield LogEntry(chunk, local, position)
-            position += total
-
-    def write_to(self, destination, position: int, size: int) -> int:
-        """Send up to `size` bytes from `position` with os.sendfile (zero copy)."""
-        count = min(size, self._size - position)
-        if count <= 0:
-            return 0
-        out = destination if isinstance(destination, int) else destination.fileno()
-        try:
-            return os.sendfile(out, self._fd, self.start + position, count)
-        except BlockingIOError:
-            return 0
-
     # --- file management ----------------------------------------------------------------------
     @property
     def last_modified_ms(self) -> int:
         return os.stat(self.path).st_mtime_ns // 1_000_000
-
-    def set_last_modified_ms(self, ms: int) -> None:
-        os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
-
-    def rename_to(self, path: str) -> None:
-        os.rename(self.path, path)
-        self.path = path
-
-    def close(self) -> None:
-        """Flush, trim and close (a slice only forgets the shared descriptor)."""
-        if self._fd < 0:
-            return
-        if not self.is_slice:
-            self.flush()
-            self.trim()
-            os.close(self._fd)
-        self._fd = -1
 
     def delete(self) -> bool:
         if self._fd >= 0 and not self.is_slice:
@@ -331,3 +248,109 @@ class FileRecords:
     def __repr__(self) -> str:
         kind = f"slice [{self.start}, {self.end})" if self.is_slice else "file"
         return f"FileRecords({os.path.basename(self.path)}, {kind}, size={self._size})"
+
+
+# %% book/ch4_server/0302_file_message_set.ipynb ff965a22
+def read(self, position: int, size: int) -> "FileRecords":
+    """A slice of `size` bytes from `position` (clipped to the data): no bytes are copied."""
+    if position < 0 or size < 0:
+        raise ValueError(f"invalid slice position {position} / size {size}")
+    if position > self._size:
+        raise ValueError(f"slice position {position} is beyond the size {self._size} of {self.path}")
+    start = self.start + position
+    end = min(start + size, self.start + self._size)
+    return FileRecords(self.path, self._fd, start, end, True, end - start)
+
+def read_bytes(self, position: int = 0, size: int | None = None) -> bytes:
+    """Copy bytes out (tests, tools); the fetch path uses `write_to` instead."""
+    size = self._size - position if size is None else min(size, self._size - position)
+    return os.pread(self._fd, max(size, 0), self.start + position)
+
+def search_for(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
+    """The first entry whose last offset is >= target, scanning headers from a boundary.
+
+    Headers are read 8 KiB at a time: small entries (a producer sending one record per
+    batch) share one `pread`, large ones cost one each, as a header-by-header scan would.
+    """
+    position, size = starting_position, self._size
+    chunk, chunk_start = b"", position
+    while position + LOG_OVERHEAD < size:
+        local = position - chunk_start
+        if not 0 <= local <= len(chunk) - _SEARCH_HEADER:
+            chunk, chunk_start, local = os.pread(self._fd, _SEARCH_CHUNK, self.start + position), position, 0
+        available = len(chunk) - local
+        if available < LOG_OVERHEAD + 5:
+            raise KafkaStorageError(f"failed to read a complete entry header at position {position} "
+                                    f"of {self.path}")
+        offset, entry_size = _HEADER.unpack_from(chunk, local)
+        if chunk[local + 16] >= 2 and available >= _SEARCH_HEADER:
+            offset += _I32.unpack_from(chunk, local + 23)[0]
+        if offset >= target_offset:
+            return LogOffsetPosition(offset, position, LOG_OVERHEAD + entry_size)
+        position += LOG_OVERHEAD + entry_size
+    return None
+
+def entries(self, start_position: int = 0, max_message_size: int = 2**31 - 1):
+    """Shallow entries from a boundary to the end, read in large chunks.
+
+    A partial entry at the end stops the iteration quietly; a size that no entry can have
+    (below the minimum or above `max_message_size`) raises CorruptRecordError.
+    """
+    position, end = start_position, self._size
+    chunk, chunk_start = b"", position
+    while position + LOG_OVERHEAD <= end:
+        local = position - chunk_start
+        if local + LOG_OVERHEAD > len(chunk):
+            chunk, chunk_start, local = self.read_bytes(position, _READ_CHUNK), position, 0
+        size = _I32.unpack_from(chunk, local + 8)[0]
+        if size < MIN_MESSAGE_OVERHEAD or size > max_message_size:
+            raise CorruptRecordError(f"entry at position {position} of {self.path} has a corrupt size {size}")
+        total = LOG_OVERHEAD + size
+        if position + total > end:
+            return
+        if local + total > len(chunk):
+            chunk, chunk_start, local = self.read_bytes(position, max(total, _READ_CHUNK)), position, 0
+        yield LogEntry(chunk, local, position)
+        position += total
+
+def write_to(self, destination, position: int, size: int) -> int:
+    """Send up to `size` bytes from `position` with os.sendfile (zero copy)."""
+    count = min(size, self._size - position)
+    if count <= 0:
+        return 0
+    out = destination if isinstance(destination, int) else destination.fileno()
+    try:
+        return os.sendfile(out, self._fd, self.start + position, count)
+    except BlockingIOError:
+        return 0
+
+
+# FileRecords gets the methods defined above
+for _method in (read, read_bytes, search_for, entries, write_to):
+    setattr(FileRecords, _method.__name__, _method)
+del (_method, read, read_bytes, search_for, entries, write_to)
+
+
+# %% book/ch4_server/0302_file_message_set.ipynb d1f7f9b4
+def set_last_modified_ms(self, ms: int) -> None:
+    os.utime(self.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+def rename_to(self, path: str) -> None:
+    os.rename(self.path, path)
+    self.path = path
+
+def close(self) -> None:
+    """Flush, trim and close (a slice only forgets the shared descriptor)."""
+    if self._fd < 0:
+        return
+    if not self.is_slice:
+        self.flush()
+        self.trim()
+        os.close(self._fd)
+    self._fd = -1
+
+
+# FileRecords gets the methods defined above
+for _method in (set_last_modified_ms, rename_to, close):
+    setattr(FileRecords, _method.__name__, _method)
+del (_method, set_last_modified_ms, rename_to, close)

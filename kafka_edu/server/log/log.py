@@ -51,27 +51,6 @@ class _SegmentMap:
         self._metrics_group = None if metrics is None else KafkaMetricsGroup(metrics, "kafka.log", "Log")
         self._add_gauges()
 
-    # --- gauges (chapter 4.9) -------------------------------------------------------------------
-    def _gauge_tags(self) -> dict[str, str]:
-        topic, partition = parse_topic_partition_name(self.dir)
-        return {"topic": topic, "partition": str(partition)}
-
-    def _add_gauges(self) -> None:
-        """Kafka's per-log gauges; read only when a reporter asks, so appends pay nothing."""
-        if self._metrics_group is not None:
-            tags = self._gauge_tags()
-            self._metrics_group.new_gauge("NumLogSegments", lambda: self.number_of_segments, tags)
-            self._metrics_group.new_gauge("LogEndOffset", lambda: self.log_end_offset, tags)
-            self._metrics_group.new_gauge("Size", self.size, tags)
-
-    def remove_gauges(self) -> None:
-        """Drop the gauges when the log goes away (closed or deleted)."""
-        if self._metrics_group is not None:
-            tags = self._gauge_tags()
-            for name in ("NumLogSegments", "LogEndOffset", "Size"):
-                self._metrics_group.remove_metric(name, tags)
-
-    # --- the segment map ----------------------------------------------------------------------
     def _set_segments(self, segments) -> None:
         ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._bases, self._segments = tuple(s.base_offset for s in ordered), ordered
@@ -142,6 +121,30 @@ class _SegmentMap:
 
     def __repr__(self) -> str:
         return f"Log({self.name}, segments={len(self._segments)}, log_end_offset={self.log_end_offset})"
+
+
+# %% book/ch4_server/0306_log.ipynb 7d89d301
+class _LogGauges:
+    """Per-log gauges for chapter 4.9 (mixin of `Log`)."""
+
+    def _gauge_tags(self) -> dict[str, str]:
+        topic, partition = parse_topic_partition_name(self.dir)
+        return {"topic": topic, "partition": str(partition)}
+
+    def _add_gauges(self) -> None:
+        """Kafka's per-log gauges; read only when a reporter asks, so appends pay nothing."""
+        if self._metrics_group is not None:
+            tags = self._gauge_tags()
+            self._metrics_group.new_gauge("NumLogSegments", lambda: self.number_of_segments, tags)
+            self._metrics_group.new_gauge("LogEndOffset", lambda: self.log_end_offset, tags)
+            self._metrics_group.new_gauge("Size", self.size, tags)
+
+    def remove_gauges(self) -> None:
+        """Drop the gauges when the log goes away (closed or deleted)."""
+        if self._metrics_group is not None:
+            tags = self._gauge_tags()
+            for name in ("NumLogSegments", "LogEndOffset", "Size"):
+                self._metrics_group.remove_metric(name, tags)
 
 
 # %% book/ch4_server/0306_log.ipynb 99a75644
@@ -458,5 +461,5 @@ class _Loading:
 
 
 # %% book/ch4_server/0306_log.ipynb a3ba9564
-class Log(_Loading, _SegmentRemoval, _Reading, _Appending, _SegmentMap):
+class Log(_Loading, _SegmentRemoval, _Reading, _Appending, _LogGauges, _SegmentMap):
     """One partition's log: a directory of segments, appended under a lock, read without one."""

@@ -242,59 +242,61 @@ class Cleaner:
             offset = segment.next_offset()
         return offset
 
-    def clean_segments(self, log: Log, group: list[LogSegment], delete_horizon_ms: int, stats: CleanerStats,
-                       tp) -> None:
-        """Write one group into `<base>.log.cleaned`, then swap it in for the group."""
-        base = group[0].base_offset
-        for stale in (".log", ".index", ".timeindex"):
-            path = os.path.join(log.dir, f"{base:020d}{stale}{CLEANED_FILE_SUFFIX}")
-            if os.path.exists(path):
-                os.remove(path)
-        cleaned = LogSegment.open(log.dir, base, log.config, self.time, file_suffix=CLEANED_FILE_SUFFIX)
-        try:
-            for old in group:
-                self.check_done(tp)
-                self.clean_into(old, cleaned, old.last_modified_ms > delete_horizon_ms, stats)
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            cleaned.set_last_modified_ms(group[-1].last_modified_ms)
-            log.replace_segments(cleaned, group)
-        except LogCleaningAbortedError:
-            cleaned.delete()        # other failures leave *.cleaned files, which a restart removes
-            raise
-
-    def clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool, stats: CleanerStats) -> None:
-        for entry in source.log.entries():
-            stats.bytes_read += entry.total_size
-            batch = next(MemoryRecords(entry.tobytes()).batches())
-            records = list(batch.records(verify=False))
-            stats.records_read += len(records)
-            kept = [r for r in records if self._should_retain(r, retain_deletes)]
-            if not kept:
-                continue
-            if len(kept) == len(records):
-                data = entry.tobytes()
-                first, last = first_offset(entry), entry.last_offset
-            else:
-                builder = MemoryRecordsBuilder(batch.magic, batch.compression_type, kept[0].offset,
-                                               batch.timestamp_type if batch.magic > 0 else 0,
-                                               log_append_time=batch.max_timestamp if batch.magic > 0 else None)
-                for record in kept:
-                    builder.append_with_offset(record.offset, record.timestamp, record.key, record.value,
-                                               record.headers)
-                data = bytes(builder.build())
-                first, last = kept[0].offset, kept[-1].offset
-            newest = max(kept, key=lambda r: r.timestamp)
-            dest.append(first, last, newest.timestamp, newest.offset, data)
-            stats.records_written += len(kept)
-            stats.bytes_written += len(data)
-
     def _should_retain(self, record, retain_deletes: bool) -> bool:
         if record.key is None:
             return False                                   # a keyless record cannot be compacted
         if self.offset_map.get(record.key) > record.offset:
             return False                                   # a later record of this key exists
         return record.value is not None or retain_deletes  # tombstones live until the horizon
+
+
+# %% book/ch4_server/0308_log_cleaner.ipynb 3d931b98
+def clean_segments(self, log: Log, group: list[LogSegment], delete_horizon_ms: int, stats: CleanerStats,
+                   tp) -> None:
+    """Write one group into `<base>.log.cleaned`, then swap it in for the group."""
+    base = group[0].base_offset
+    for stale in (".log", ".index", ".timeindex"):
+        path = os.path.join(log.dir, f"{base:020d}{stale}{CLEANED_FILE_SUFFIX}")
+        if os.path.exists(path):
+            os.remove(path)
+    cleaned = LogSegment.open(log.dir, base, log.config, self.time, file_suffix=CLEANED_FILE_SUFFIX)
+    try:
+        for old in group:
+            self.check_done(tp)
+            self.clean_into(old, cleaned, old.last_modified_ms > delete_horizon_ms, stats)
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.set_last_modified_ms(group[-1].last_modified_ms)
+        log.replace_segments(cleaned, group)
+    except LogCleaningAbortedError:
+        cleaned.delete()        # other failures leave *.cleaned files, which a restart removes
+        raise
+
+def clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool, stats: CleanerStats) -> None:
+    for entry in source.log.entries():
+        stats.bytes_read += entry.total_size
+        batch = next(MemoryRecords(entry.tobytes()).batches())
+        records = list(batch.records(verify=False))
+        stats.records_read += len(records)
+        kept = [r for r in records if self._should_retain(r, retain_deletes)]
+        if not kept:
+            continue
+        if len(kept) == len(records):
+            data = entry.tobytes()
+            first, last = first_offset(entry), entry.last_offset
+        else:
+            builder = MemoryRecordsBuilder(batch.magic, batch.compression_type, kept[0].offset,
+                                           batch.timestamp_type if batch.magic > 0 else 0,
+                                           log_append_time=batch.max_timestamp if batch.magic > 0 else None)
+            for record in kept:
+                builder.append_with_offset(record.offset, record.timestamp, record.key, record.value,
+                                           record.headers)
+            data = bytes(builder.build())
+            first, last = kept[0].offset, kept[-1].offset
+        newest = max(kept, key=lambda r: r.timestamp)
+        dest.append(first, last, newest.timestamp, newest.offset, data)
+        stats.records_written += len(kept)
+        stats.bytes_written += len(data)
 
 
 def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int) -> list[list[LogSegment]]:
@@ -313,6 +315,12 @@ def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_
     if current:
         groups.append(current)
     return groups
+
+
+# Cleaner gets the methods defined above
+for _method in (clean_segments, clean_into):
+    setattr(Cleaner, _method.__name__, _method)
+del (_method, clean_segments, clean_into)
 
 
 # %% book/ch4_server/0308_log_cleaner.ipynb 72740934

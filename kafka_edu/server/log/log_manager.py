@@ -24,7 +24,7 @@ INITIAL_TASK_DELAY_MS = 30_000
 
 
 class _Logs:
-    """Creation, loading and recovery, retention, flushing, checkpoints (the body of `LogManager`)."""
+    """Directories, loading and recovery (mixin of `LogManager`)."""
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig | None = None,
                  topic_configs: dict[str, LogConfig] | None = None, recovery_threads_per_data_dir: int = 1,
@@ -112,6 +112,11 @@ class _Logs:
                 raise KafkaStorageError(f"duplicate log directories found: {path}, {self._logs[topic_partition].dir}")
             self._logs[topic_partition] = log
 
+
+# %% book/ch4_server/0307_log_manager.ipynb 55e88c78
+class _Retention:
+    """The periodic tasks: retention, flushing, checkpoints (mixin of `LogManager`)."""
+
     # --- the periodic tasks -------------------------------------------------------------------
     def startup(self) -> None:
         delay = self.initial_task_delay_ms
@@ -166,6 +171,11 @@ class _Logs:
     def _checkpoint_logs_in_dir(self, directory: str) -> None:
         logs = self.logs_by_dir().get(directory, [])
         self.recovery_point_checkpoints[directory].write({log.topic_partition: log.recovery_point for log in logs})
+
+
+# %% book/ch4_server/0307_log_manager.ipynb c2d33228
+class _Partitions:
+    """Finding, creating, deleting and truncating logs (mixin of `LogManager`)."""
 
     # --- finding, creating, deleting ----------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -238,7 +248,7 @@ class _Logs:
 
 
 # %% book/ch4_server/0307_log_manager.ipynb 8b091dc5
-class LogManager(_Logs):
+class LogManager(_Logs, _Retention, _Partitions):
     """Every log of a broker: creation, loading and recovery, retention, flushing, checkpoints."""
 
     def shutdown(self) -> None:

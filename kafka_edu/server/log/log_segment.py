@@ -76,142 +76,164 @@ class LogSegment:
     def indexes_full(self) -> bool:
         return self.index.is_full() or self.time_index.is_full()
 
-    # --- read ---------------------------------------------------------------------------------
-    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
-        """Position of the first entry holding `offset` or later: index lookup, then a short scan."""
-        mapping = self.index.lookup(offset)
-        return self.log.search_for(offset, max(mapping.position, starting_position))
-
-    def read(self, start_offset: int, max_offset: int | None, max_size: int,
-             max_position: int | None = None, min_one_message: bool = False) -> FetchDataInfo | None:
-        """Up to `max_size` bytes from the entry holding `start_offset`; None if it is past the end."""
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from segment {self.base_offset}")
-        log_size = self.log.size_in_bytes()
-        start = self.translate_offset(start_offset)
-        if start is None:
-            return None
-        metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
-        if max_position is None:
-            max_position = log_size
-        limit = max(max_size, start.size) if min_one_message else max_size
-        if limit == 0:
-            return FetchDataInfo(metadata, self.log.read(start.position, 0))
-        if max_offset is None:
-            length = min(max_position - start.position, limit)
-        else:
-            if max_offset < start_offset:
-                return FetchDataInfo(metadata, self.log.read(start.position, 0))
-            mapping = self.translate_offset(max_offset, start.position)
-            end = log_size if mapping is None else mapping.position
-            length = min(min(max_position, end) - start.position, limit)
-        return FetchDataInfo(metadata, self.log.read(start.position, max(length, 0)),
-                             first_entry_incomplete=length < start.size)
-
-    def next_offset(self) -> int:
-        """The offset after the last entry: a scan from the last index entry to the end."""
-        position = self.index.entry(self.index.entries - 1).position if self.index.entries else 0
-        next_offset = self.base_offset
-        for entry in self.log.entries(position):
-            next_offset = entry.next_offset
-        return next_offset
-
-    def find_offset_by_timestamp(self, timestamp: int) -> int | None:
-        """First offset whose entry has a timestamp >= `timestamp` (scanning from the time index)."""
-        start_offset = self.time_index.lookup(timestamp).offset
-        position = self.index.lookup(start_offset).position
-        for entry in self.log.entries(position):
-            if entry.max_timestamp >= timestamp:
-                for record in MemoryRecords(entry.tobytes()).records(verify=False):
-                    if record.timestamp >= timestamp and record.offset >= start_offset:
-                        return record.offset
-        return None
-
-    # --- recovery and truncation --------------------------------------------------------------
-    def recover(self, max_message_size: int) -> int:
-        """Rebuild the indexes from the log, truncating at the first invalid entry; bytes removed."""
-        for index in (self.index, self.time_index):
-            index.truncate()
-            index.resize(index.max_index_size)
-        valid_bytes = last_index_entry = 0
-        self.max_timestamp_so_far, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
-        try:
-            for entry in self.log.entries(0, max_message_size):
-                entry.ensure_valid()
-                if entry.max_timestamp > self.max_timestamp_so_far:
-                    self.max_timestamp_so_far, self.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self.index.append(first_offset(entry), valid_bytes)
-                    self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
-                    last_index_entry = valid_bytes
-                valid_bytes += entry.total_size
-        except record_errors.CorruptRecordError:   # ours or the record layer's (a bad wrapper)
-            pass  # everything from the first bad entry on is dropped below
-        truncated = self.log.truncate_to(valid_bytes)
-        self.bytes_since_last_index_entry = valid_bytes - last_index_entry
-        self.index.trim_to_valid_size()
-        if self.max_timestamp_so_far != NO_TIMESTAMP:   # as a roll would have left it
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
-                                         skip_full_check=True)
-        self.time_index.trim_to_valid_size()
-        return truncated
-
-    def truncate_to(self, offset: int) -> int:
-        """Remove every entry from the one holding `offset` on; returns bytes removed."""
-        mapping = self.translate_offset(offset)
-        if mapping is None:
-            return 0
-        self.index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.index.resize(self.index.max_index_size)
-        self.time_index.resize(self.time_index.max_index_size)
-        removed = self.log.truncate_to(mapping.position)
-        if self.log.size_in_bytes() == 0:
-            self.created = self.time.milliseconds()
-        self.bytes_since_last_index_entry = 0
-        self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
-        return removed
-
-    # --- lifecycle ----------------------------------------------------------------------------
-    def on_become_inactive(self) -> None:
-        """The log rolled past this segment: record its final max timestamp, trim files."""
-        if self.max_timestamp_so_far != NO_TIMESTAMP:
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
-                                         skip_full_check=True)
-        self.index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
-        self.log.trim()
-
-    def flush(self) -> None:
-        self.log.flush()
-        self.index.flush()
-        self.time_index.flush()
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size()}, index_entries={self.index.entries})"
 
     @property
     def last_modified_ms(self) -> int:
         return self.log.last_modified_ms
 
-    def set_last_modified_ms(self, ms: int) -> None:
-        for path in (self.log.path, self.index.path, self.time_index.path):
-            os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
 
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        for part in (self.log, self.index, self.time_index):
-            if old_suffix and not part.path.endswith(old_suffix):
-                raise ValueError(f"{part.path} does not end with {old_suffix!r}")
-            base = part.path[:len(part.path) - len(old_suffix)] if old_suffix else part.path
-            part.rename_to(base + new_suffix)
+# %% book/ch4_server/0305_log_segment.ipynb 86436ab0
+def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+    """Position of the first entry holding `offset` or later: index lookup, then a short scan."""
+    mapping = self.index.lookup(offset)
+    return self.log.search_for(offset, max(mapping.position, starting_position))
 
-    def close(self) -> None:
-        self.on_become_inactive()
-        self.index.close()
-        self.time_index.close()
-        self.log.close()
+def read(self, start_offset: int, max_offset: int | None, max_size: int,
+         max_position: int | None = None, min_one_message: bool = False) -> FetchDataInfo | None:
+    """Up to `max_size` bytes from the entry holding `start_offset`; None if it is past the end."""
+    if max_size < 0:
+        raise ValueError(f"invalid max size {max_size} for a read from segment {self.base_offset}")
+    log_size = self.log.size_in_bytes()
+    start = self.translate_offset(start_offset)
+    if start is None:
+        return None
+    metadata = LogOffsetMetadata(start_offset, self.base_offset, start.position)
+    if max_position is None:
+        max_position = log_size
+    limit = max(max_size, start.size) if min_one_message else max_size
+    if limit == 0:
+        return FetchDataInfo(metadata, self.log.read(start.position, 0))
+    if max_offset is None:
+        length = min(max_position - start.position, limit)
+    else:
+        if max_offset < start_offset:
+            return FetchDataInfo(metadata, self.log.read(start.position, 0))
+        mapping = self.translate_offset(max_offset, start.position)
+        end = log_size if mapping is None else mapping.position
+        length = min(min(max_position, end) - start.position, limit)
+    return FetchDataInfo(metadata, self.log.read(start.position, max(length, 0)),
+                         first_entry_incomplete=length < start.size)
 
-    def delete(self) -> None:
-        self.log.delete()
-        self.index.delete()
-        self.time_index.delete()
+def next_offset(self) -> int:
+    """The offset after the last entry: a scan from the last index entry to the end."""
+    position = self.index.entry(self.index.entries - 1).position if self.index.entries else 0
+    next_offset = self.base_offset
+    for entry in self.log.entries(position):
+        next_offset = entry.next_offset
+    return next_offset
 
-    def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self.size()}, index_entries={self.index.entries})"
+def find_offset_by_timestamp(self, timestamp: int) -> int | None:
+    """First offset whose entry has a timestamp >= `timestamp` (scanning from the time index)."""
+    start_offset = self.time_index.lookup(timestamp).offset
+    position = self.index.lookup(start_offset).position
+    for entry in self.log.entries(position):
+        if entry.max_timestamp >= timestamp:
+            for record in MemoryRecords(entry.tobytes()).records(verify=False):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.offset
+    return None
+
+
+# LogSegment gets the methods defined above
+for _method in (translate_offset, read, next_offset, find_offset_by_timestamp):
+    setattr(LogSegment, _method.__name__, _method)
+del (_method, translate_offset, read, next_offset, find_offset_by_timestamp)
+
+
+# %% book/ch4_server/0305_log_segment.ipynb 22c84a6d
+def recover(self, max_message_size: int) -> int:
+    """Rebuild the indexes from the log, truncating at the first invalid entry; bytes removed."""
+    for index in (self.index, self.time_index):
+        index.truncate()
+        index.resize(index.max_index_size)
+    valid_bytes = last_index_entry = 0
+    self.max_timestamp_so_far, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+    try:
+        for entry in self.log.entries(0, max_message_size):
+            entry.ensure_valid()
+            if entry.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far, self.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
+            if valid_bytes - last_index_entry > self.index_interval_bytes:
+                self.index.append(first_offset(entry), valid_bytes)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+                last_index_entry = valid_bytes
+            valid_bytes += entry.total_size
+    except record_errors.CorruptRecordError:   # ours or the record layer's (a bad wrapper)
+        pass  # everything from the first bad entry on is dropped below
+    truncated = self.log.truncate_to(valid_bytes)
+    self.bytes_since_last_index_entry = valid_bytes - last_index_entry
+    self.index.trim_to_valid_size()
+    if self.max_timestamp_so_far != NO_TIMESTAMP:   # as a roll would have left it
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+    self.time_index.trim_to_valid_size()
+    return truncated
+
+def truncate_to(self, offset: int) -> int:
+    """Remove every entry from the one holding `offset` on; returns bytes removed."""
+    mapping = self.translate_offset(offset)
+    if mapping is None:
+        return 0
+    self.index.truncate_to(offset)
+    self.time_index.truncate_to(offset)
+    self.index.resize(self.index.max_index_size)
+    self.time_index.resize(self.time_index.max_index_size)
+    removed = self.log.truncate_to(mapping.position)
+    if self.log.size_in_bytes() == 0:
+        self.created = self.time.milliseconds()
+    self.bytes_since_last_index_entry = 0
+    self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
+    return removed
+
+
+# LogSegment gets the methods defined above
+for _method in (recover, truncate_to):
+    setattr(LogSegment, _method.__name__, _method)
+del (_method, recover, truncate_to)
+
+
+# %% book/ch4_server/0305_log_segment.ipynb 8d9f40b3
+def on_become_inactive(self) -> None:
+    """The log rolled past this segment: record its final max timestamp, trim files."""
+    if self.max_timestamp_so_far != NO_TIMESTAMP:
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp,
+                                     skip_full_check=True)
+    self.index.trim_to_valid_size()
+    self.time_index.trim_to_valid_size()
+    self.log.trim()
+
+def flush(self) -> None:
+    self.log.flush()
+    self.index.flush()
+    self.time_index.flush()
+
+
+def set_last_modified_ms(self, ms: int) -> None:
+    for path in (self.log.path, self.index.path, self.time_index.path):
+        os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+    for part in (self.log, self.index, self.time_index):
+        if old_suffix and not part.path.endswith(old_suffix):
+            raise ValueError(f"{part.path} does not end with {old_suffix!r}")
+        base = part.path[:len(part.path) - len(old_suffix)] if old_suffix else part.path
+        part.rename_to(base + new_suffix)
+
+def close(self) -> None:
+    self.on_become_inactive()
+    self.index.close()
+    self.time_index.close()
+    self.log.close()
+
+def delete(self) -> None:
+    self.log.delete()
+    self.index.delete()
+    self.time_index.delete()
+
+
+# LogSegment gets the methods defined above
+for _method in (on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, delete):
+    setattr(LogSegment, _method.__name__, _method)
+del (_method, on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, delete)

@@ -93,38 +93,6 @@ class ValidationResult:
     size_changed: bool
 
 
-def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, now: int,
-                                config: LogConfig, leader_epoch: int | None = None) -> ValidationResult:
-    """Number `records` from `next_offset` and apply the topic's rules (see the table above)."""
-    writable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
-    buffer = records if writable else bytearray(records)
-    magic = config.message_format_magic
-    try:
-        entries = list(iter_log_entries(buffer))
-        if magic == 2 and all(e.magic == 2 and e.codec == info.target_codec for e in entries):
-            if _needs_record_checks(config):
-                for record in MemoryRecords(buffer).records(verify=False):
-                    _check_record(record, now, config)
-            return _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch)
-        batches = list(MemoryRecords(buffer).batches())
-        if _legacy_in_place_possible(batches, info, config):
-            next_offset = _assign_legacy_in_place(buffer, batches, next_offset, now, config)
-            result = buffer
-        else:
-            result, next_offset = _rebuild(batches, next_offset, now, config, leader_epoch)
-    except record_errors.UnsupportedCompressionTypeError as exc:
-        raise UnsupportedForMessageFormatError(str(exc)) from exc
-    except record_errors.CorruptRecordError as exc:
-        if isinstance(exc, CorruptRecordError):
-            raise
-        raise CorruptRecordError(str(exc)) from exc
-    max_timestamp, offset_of_max = NO_TIMESTAMP, next_offset - 1
-    for entry in iter_log_entries(result):
-        if entry.max_timestamp > max_timestamp:
-            max_timestamp, offset_of_max = entry.max_timestamp, entry.last_offset
-    return ValidationResult(result, next_offset, max_timestamp, offset_of_max, len(result) != len(buffer))
-
-
 def _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch) -> ValidationResult:
     """The hot path: per batch, a header check and a base offset written (plus a CRC for LogAppendTime)."""
     max_timestamp, offset_of_max = NO_TIMESTAMP, next_offset - 1
@@ -148,6 +116,7 @@ def _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch)
     return ValidationResult(buffer, next_offset, max_timestamp, offset_of_max, False)
 
 
+# %% book/ch4_server/0312_log_validator.ipynb 2a8a905d
 def _legacy_in_place_possible(batches, info: LogAppendInfo, config: LogConfig) -> bool:
     magic = config.message_format_magic
     for batch in batches:
@@ -183,6 +152,7 @@ def _assign_legacy_in_place(buffer, batches, next_offset, now, config) -> int:
     return next_offset
 
 
+# %% book/ch4_server/0312_log_validator.ipynb ead14a73
 def _rebuild(batches, next_offset, now, config, leader_epoch):
     """Decode every record and write one batch in the topic's format and codec."""
     magic = config.message_format_magic
@@ -207,3 +177,36 @@ def _rebuild(batches, next_offset, now, config, leader_epoch):
                                        record.headers if magic == 2 else ())
             next_offset += 1
     return bytearray(bytes(builder.build())), next_offset
+
+
+# %% book/ch4_server/0312_log_validator.ipynb 210b6490
+def validate_and_assign_offsets(records, info: LogAppendInfo, next_offset: int, now: int,
+                                config: LogConfig, leader_epoch: int | None = None) -> ValidationResult:
+    """Number `records` from `next_offset` and apply the topic's rules (see the table above)."""
+    writable = isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+    buffer = records if writable else bytearray(records)
+    magic = config.message_format_magic
+    try:
+        entries = list(iter_log_entries(buffer))
+        if magic == 2 and all(e.magic == 2 and e.codec == info.target_codec for e in entries):
+            if _needs_record_checks(config):
+                for record in MemoryRecords(buffer).records(verify=False):
+                    _check_record(record, now, config)
+            return _assign_v2_in_place(buffer, entries, next_offset, now, config, leader_epoch)
+        batches = list(MemoryRecords(buffer).batches())
+        if _legacy_in_place_possible(batches, info, config):
+            next_offset = _assign_legacy_in_place(buffer, batches, next_offset, now, config)
+            result = buffer
+        else:
+            result, next_offset = _rebuild(batches, next_offset, now, config, leader_epoch)
+    except record_errors.UnsupportedCompressionTypeError as exc:
+        raise UnsupportedForMessageFormatError(str(exc)) from exc
+    except record_errors.CorruptRecordError as exc:
+        if isinstance(exc, CorruptRecordError):
+            raise
+        raise CorruptRecordError(str(exc)) from exc
+    max_timestamp, offset_of_max = NO_TIMESTAMP, next_offset - 1
+    for entry in iter_log_entries(result):
+        if entry.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = entry.max_timestamp, entry.last_offset
+    return ValidationResult(result, next_offset, max_timestamp, offset_of_max, len(result) != len(buffer))

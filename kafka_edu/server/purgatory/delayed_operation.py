@@ -108,6 +108,7 @@ class Watchers:
         return removed
 
 
+# %% book/ch4_server/0402_delayed_operation.ipynb a9421c0e
 class DelayedOperationPurgatory:
     """Delayed operations filed under watch keys, with a timer and a reaper for their timeouts."""
 
@@ -172,27 +173,6 @@ class DelayedOperationPurgatory:
         """Key -> number of operations listed under it (a snapshot, for figures and tests)."""
         return {w.key: w.watched() for w in self._all_watchers()}
 
-    def advance_clock(self, timeout_ms: int) -> int:
-        """One reaper round: purge if the garbage is large, then expire what is due; return purged."""
-        purged = 0
-        delayed = self.delayed()
-        with self._estimate_lock:
-            purge = self._estimated_total_operations - delayed > self.purge_interval
-            if purge:
-                self._estimated_total_operations = delayed
-        if purge:
-            purged = sum(w.purge_completed() for w in self._all_watchers())
-        self.timeout_timer.advance_clock(timeout_ms)
-        return purged
-
-    def shutdown(self) -> None:
-        """Stop the reaper and the timer (pending operations are neither completed nor expired)."""
-        if self._reaper is not None:
-            self._reaper.initiate_shutdown()
-        self.timeout_timer.shutdown()
-        if self._reaper is not None:
-            self._reaper.join()
-
     def _watch_for_operation(self, key: Hashable, operation: DelayedOperation) -> None:
         with self._watchers_lock:
             watchers = self._watchers_for_key.get(key)
@@ -208,6 +188,29 @@ class DelayedOperationPurgatory:
     def _all_watchers(self) -> list[Watchers]:
         with self._watchers_lock:
             return list(self._watchers_for_key.values())
+
+
+# %% book/ch4_server/0402_delayed_operation.ipynb a559860e
+def advance_clock(self, timeout_ms: int) -> int:
+    """One reaper round: purge if the garbage is large, then expire what is due; return purged."""
+    purged = 0
+    delayed = self.delayed()
+    with self._estimate_lock:
+        purge = self._estimated_total_operations - delayed > self.purge_interval
+        if purge:
+            self._estimated_total_operations = delayed
+    if purge:
+        purged = sum(w.purge_completed() for w in self._all_watchers())
+    self.timeout_timer.advance_clock(timeout_ms)
+    return purged
+
+def shutdown(self) -> None:
+    """Stop the reaper and the timer (pending operations are neither completed nor expired)."""
+    if self._reaper is not None:
+        self._reaper.initiate_shutdown()
+    self.timeout_timer.shutdown()
+    if self._reaper is not None:
+        self._reaper.join()
 
 
 class ExpirationReaper(threading.Thread):
@@ -227,3 +230,9 @@ class ExpirationReaper(threading.Thread):
 
     def initiate_shutdown(self) -> None:
         self._running = False
+
+
+# DelayedOperationPurgatory gets the methods defined above
+for _method in (advance_clock, shutdown):
+    setattr(DelayedOperationPurgatory, _method.__name__, _method)
+del (_method, advance_clock, shutdown)

@@ -53,6 +53,7 @@ class TimerTask(ABC):
         return self._entry is entry
 
 
+# %% book/ch4_server/0401_timing_wheel.ipynb 7e4296cc
 class TimerTaskEntry:
     """One task's place in one bucket: a node of the bucket's circular doubly linked list."""
 
@@ -79,6 +80,7 @@ class TimerTaskEntry:
             current = self.list
 
 
+# %% book/ch4_server/0401_timing_wheel.ipynb a9cb1d2d
 class TimerTaskList:
     """A bucket: entries due within one tick, in a circular list with a sentinel root."""
 

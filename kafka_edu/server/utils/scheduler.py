@@ -44,6 +44,7 @@ class _TaskQueue:
         return len(self._heap)
 
 
+# %% book/ch4_server/0307_log_manager.ipynb 9ec0c3c5
 class KafkaScheduler:
     """Runs named tasks after a delay, optionally periodically, on daemon threads."""
 
@@ -106,6 +107,7 @@ class KafkaScheduler:
                 worker.join()
 
 
+# %% book/ch4_server/0307_log_manager.ipynb d398d7a4
 class MockScheduler:
     """A scheduler without threads: `tick()` runs what is due on the injected clock."""
 

@@ -66,7 +66,6 @@ class KazooZkClient(ZkClient):
     behave exactly as on the embedded backend: in order, free to call back into the client.
     A chroot ('host:port/kafka') is created if missing, as a 0.10 broker does at start-up.
     """
-
     def __init__(self, connect: str, session_timeout_ms: int = 6000,
                  connection_timeout_ms: int | None = None, name: str | None = None):
         self._hosts, self.chroot = split_connect(connect)
@@ -143,21 +142,6 @@ class KazooZkClient(ZkClient):
         ghost.stop()
         ghost.close()
 
-    def _wrap(self, watch: Watcher | None, path: str, kind: str):
-        """Kazoo keeps watchers in sets, so the same watcher must map to the same wrapper."""
-        if watch is None:
-            return None
-        key = (watch, path, kind)
-        with self._lock:
-            wrapper = self._wrappers.get(key)
-            if wrapper is None:
-                def wrapper(event, key=key):
-                    with self._lock:
-                        self._wrappers.pop(key, None)   # one-shot: the next registration is new
-                    self._deliver_watch(watch, WatchedEvent(_EVENTS[event.type], event.path or path))
-                self._wrappers[key] = wrapper
-        return wrapper
-
     def _on_kazoo_state(self, state) -> None:
         """Kazoo's connection thread: translate and hand over, never block."""
         if self._closed:
@@ -183,3 +167,26 @@ class KazooZkClient(ZkClient):
     def _close_session(self) -> None:
         self._kazoo.stop()
         self._kazoo.close()
+
+
+# %% book/ch4_server/0600_zookeeper.ipynb 856d7cd6
+def _wrap(self, watch: Watcher | None, path: str, kind: str):
+    """Kazoo keeps watchers in sets, so the same watcher must map to the same wrapper."""
+    if watch is None:
+        return None
+    key = (watch, path, kind)
+    with self._lock:
+        wrapper = self._wrappers.get(key)
+        if wrapper is None:
+            def wrapper(event, key=key):
+                with self._lock:
+                    self._wrappers.pop(key, None)   # one-shot: the next registration is new
+                self._deliver_watch(watch, WatchedEvent(_EVENTS[event.type], event.path or path))
+            self._wrappers[key] = wrapper
+    return wrapper
+
+
+# KazooZkClient gets the methods defined above
+for _method in (_wrap,):
+    setattr(KazooZkClient, _method.__name__, _method)
+del (_method, _wrap)

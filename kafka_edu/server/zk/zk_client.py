@@ -235,56 +235,11 @@ class ZkClient(ABC):
     def _server_round_trip(self) -> None:
         """Make sure every notification caused by earlier changes has reached the event thread."""
 
-    # ---- shared behaviour ----------------------------------------------------------------
     @property
+    # ---- shared behaviour ----------------------------------------------------------------
     def state(self) -> SessionState | None:
         """The last session state delivered to listeners."""
         return self._state
-
-    def ensure_path(self, path: str) -> None:
-        """Create a persistent znode and its parents unless it exists (Kafka's makeSurePersistentPathExists)."""
-        if self.exists(path) is None:
-            try:
-                self.create(path, makepath=True)
-            except NodeExistsError:
-                pass  # another client created it between our exists() and create()
-
-    def add_state_listener(self, listener: StateListener) -> None:
-        with self._lock:
-            self._state_listeners.append(listener)
-
-    def remove_state_listener(self, listener: StateListener) -> None:
-        with self._lock:
-            if listener in self._state_listeners:
-                self._state_listeners.remove(listener)
-
-    def subscribe_data_changes(self, path: str, listener: DataListener) -> "Subscription":
-        """Call listener(path, data) on every change of path's data, listener(path, None) on deletion."""
-        return self._subscribe(Subscription(self, validate_path(path), listener, children=False))
-
-    def subscribe_child_changes(self, path: str, listener: ChildListener) -> "Subscription":
-        """Call listener(path, sorted children) whenever children come or go; None if path is deleted."""
-        return self._subscribe(Subscription(self, validate_path(path), listener, children=True))
-
-    def await_events(self, timeout_s: float = 10) -> None:
-        """Wait until callbacks for everything that happened before this call have run.
-
-        Deterministic notebooks and tests use it instead of sleeping: after it returns, every
-        watch triggered by changes made before the call has been delivered.
-        """
-        self._check_open()
-        self._server_round_trip()
-        self._events.barrier(timeout_s)
-
-    def close(self) -> None:
-        """End the session (its ephemeral znodes disappear) and stop the event thread."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._close_session()
-        self._events.submit(self._dispatch_state, SessionState.LOST)
-        self._events.stop()
 
     def __enter__(self) -> "ZkClient":
         return self
@@ -292,51 +247,115 @@ class ZkClient(ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # ---- for backends ----------------------------------------------------------------------
-    def _check_open(self) -> None:
+
+# %% book/ch4_server/0600_zookeeper.ipynb 1872de70
+def ensure_path(self, path: str) -> None:
+    """Create a persistent znode and its parents unless it exists (Kafka's makeSurePersistentPathExists)."""
+    if self.exists(path) is None:
+        try:
+            self.create(path, makepath=True)
+        except NodeExistsError:
+            pass  # another client created it between our exists() and create()
+
+def add_state_listener(self, listener: StateListener) -> None:
+    with self._lock:
+        self._state_listeners.append(listener)
+
+def remove_state_listener(self, listener: StateListener) -> None:
+    with self._lock:
+        if listener in self._state_listeners:
+            self._state_listeners.remove(listener)
+
+def subscribe_data_changes(self, path: str, listener: DataListener) -> "Subscription":
+    """Call listener(path, data) on every change of path's data, listener(path, None) on deletion."""
+    return self._subscribe(Subscription(self, validate_path(path), listener, children=False))
+
+def subscribe_child_changes(self, path: str, listener: ChildListener) -> "Subscription":
+    """Call listener(path, sorted children) whenever children come or go; None if path is deleted."""
+    return self._subscribe(Subscription(self, validate_path(path), listener, children=True))
+
+def await_events(self, timeout_s: float = 10) -> None:
+    """Wait until callbacks for everything that happened before this call have run.
+
+    Deterministic notebooks and tests use it instead of sleeping: after it returns, every
+    watch triggered by changes made before the call has been delivered.
+    """
+    self._check_open()
+    self._server_round_trip()
+    self._events.barrier(timeout_s)
+
+def close(self) -> None:
+    """End the session (its ephemeral znodes disappear) and stop the event thread."""
+    with self._lock:
         if self._closed:
-            raise ClientClosedError("the ZooKeeper client is closed")
+            return
+        self._closed = True
+    self._close_session()
+    self._events.submit(self._dispatch_state, SessionState.LOST)
+    self._events.stop()
 
-    def _deliver_watch(self, watcher: Watcher, event: WatchedEvent) -> None:
-        self._events.submit(watcher, event)
 
-    def _deliver_state(self, state: SessionState) -> None:
-        self._events.submit(self._dispatch_state, state)
+# ZkClient gets the methods defined above
+for _method in (ensure_path, add_state_listener, remove_state_listener, subscribe_data_changes,
+                subscribe_child_changes, await_events, close):
+    setattr(ZkClient, _method.__name__, _method)
+del (_method, ensure_path, add_state_listener, remove_state_listener, subscribe_data_changes,
+              subscribe_child_changes, await_events, close)
 
-    def _await_first_connected(self, timeout_s: float) -> None:
-        """End of a backend's constructor: a client is handed out connected, its initial CONNECTED
-        already delivered, so listeners added afterwards hear only later changes."""
-        if not self._first_connected.wait(timeout_s):
-            raise ConnectionLossError(f"no session within {timeout_s}s")
 
-    def _dispatch_state(self, state: SessionState) -> None:
-        """On the event thread: tell the listeners, then re-arm subscriptions after an outage."""
-        previous, self._state = self._state, state
-        if state is SessionState.CONNECTED:
-            self._first_connected.set()
-        with self._lock:
-            listeners = list(self._state_listeners)
-            subscriptions = list(self._subscriptions)
-        for listener in listeners:
-            try:
-                listener(state)
-            except Exception:
-                log.exception("session listener %r failed", listener)
-        if state is SessionState.CONNECTED and previous in (SessionState.SUSPENDED, SessionState.EXPIRED):
-            for subscription in subscriptions:
-                subscription._rearm_and_fire()
+# %% book/ch4_server/0600_zookeeper.ipynb 63a4a7f2
+def _check_open(self) -> None:
+    if self._closed:
+        raise ClientClosedError("the ZooKeeper client is closed")
 
-    def _subscribe(self, subscription: "Subscription") -> "Subscription":
-        self._check_open()
-        with self._lock:
-            self._subscriptions.append(subscription)
-        subscription._arm()
-        return subscription
+def _deliver_watch(self, watcher: Watcher, event: WatchedEvent) -> None:
+    self._events.submit(watcher, event)
 
-    def _unsubscribe(self, subscription: "Subscription") -> None:
-        with self._lock:
-            if subscription in self._subscriptions:
-                self._subscriptions.remove(subscription)
+def _deliver_state(self, state: SessionState) -> None:
+    self._events.submit(self._dispatch_state, state)
+
+def _await_first_connected(self, timeout_s: float) -> None:
+    """End of a backend's constructor: a client is handed out connected, its initial CONNECTED
+    already delivered, so listeners added afterwards hear only later changes."""
+    if not self._first_connected.wait(timeout_s):
+        raise ConnectionLossError(f"no session within {timeout_s}s")
+
+def _dispatch_state(self, state: SessionState) -> None:
+    """On the event thread: tell the listeners, then re-arm subscriptions after an outage."""
+    previous, self._state = self._state, state
+    if state is SessionState.CONNECTED:
+        self._first_connected.set()
+    with self._lock:
+        listeners = list(self._state_listeners)
+        subscriptions = list(self._subscriptions)
+    for listener in listeners:
+        try:
+            listener(state)
+        except Exception:
+            log.exception("session listener %r failed", listener)
+    if state is SessionState.CONNECTED and previous in (SessionState.SUSPENDED, SessionState.EXPIRED):
+        for subscription in subscriptions:
+            subscription._rearm_and_fire()
+
+def _subscribe(self, subscription: "Subscription") -> "Subscription":
+    self._check_open()
+    with self._lock:
+        self._subscriptions.append(subscription)
+    subscription._arm()
+    return subscription
+
+def _unsubscribe(self, subscription: "Subscription") -> None:
+    with self._lock:
+        if subscription in self._subscriptions:
+            self._subscriptions.remove(subscription)
+
+
+# ZkClient gets the methods defined above
+for _method in (_check_open, _deliver_watch, _deliver_state, _await_first_connected, _dispatch_state,
+                _subscribe, _unsubscribe):
+    setattr(ZkClient, _method.__name__, _method)
+del (_method, _check_open, _deliver_watch, _deliver_state, _await_first_connected, _dispatch_state,
+              _subscribe, _unsubscribe)
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb 91228331

@@ -220,6 +220,7 @@ class BrokerInfo:
                    int(m.get("timestamp", 0)), m.get("rack"), version)
 
 
+# %% book/ch4_server/0600_zookeeper.ipynb f7f86f4a
 @dataclass(frozen=True)
 class LeaderAndIsr:
     """A partition's leader, leader epoch and ISR, plus the state znode's version (zkVersion)."""
@@ -265,6 +266,7 @@ def parse_controller_id(data: "bytes | str") -> int:
     raise ValueError(f"cannot parse controller id from {data!r}")
 
 
+# %% book/ch4_server/0600_zookeeper.ipynb ec127627
 def partitions_json(partitions: Iterable[TopicPartition]) -> str:
     """The list format shared by preferred-replica election and ISR change notifications."""
     return encode_json({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
@@ -351,169 +353,204 @@ class ZkUtils:
         for path in PERSISTENT_ZK_PATHS:
             self.zk.ensure_path(path)
 
-    # ---- brokers -------------------------------------------------------------------------------
-    def register_broker(self, broker_id: int, host: str, port: int, endpoints: Iterable[Any],
-                        jmx_port: int = -1, rack: str | None = None, version: int = 3) -> BrokerInfo:
-        """Create the ephemeral /brokers/ids/N: the broker is 'alive' exactly as long as its session."""
-        info = BrokerInfo(broker_id, host, port, tuple(str(e) for e in endpoints), jmx_port,
-                          self.time.milliseconds(), rack, version)
+
+# %% book/ch4_server/0600_zookeeper.ipynb cf17747c
+def register_broker(self, broker_id: int, host: str, port: int, endpoints: Iterable[Any],
+                    jmx_port: int = -1, rack: str | None = None, version: int = 3) -> BrokerInfo:
+    """Create the ephemeral /brokers/ids/N: the broker is 'alive' exactly as long as its session."""
+    info = BrokerInfo(broker_id, host, port, tuple(str(e) for e in endpoints), jmx_port,
+                      self.time.milliseconds(), rack, version)
+    try:
+        self.zk.create(broker_path(broker_id), info.to_json(), ephemeral=True, makepath=True)
+    except NodeExistsError:
+        raise NodeExistsError(
+            f"A broker is already registered on the path {broker_path(broker_id)}: broker.id is in use, "
+            "or this broker restarted before ZooKeeper expired its previous session") from None
+    return info
+
+def get_all_broker_ids(self) -> list[int]:
+    return sorted(int(b) for b in self.get_children_parent_may_not_exist(BROKER_IDS_PATH))
+
+def get_broker_info(self, broker_id: int) -> BrokerInfo | None:
+    data, _ = self.read_data_maybe_null(broker_path(broker_id))
+    return BrokerInfo.from_json(broker_id, data) if data is not None else None
+
+def get_all_brokers_in_cluster(self) -> list[BrokerInfo]:
+    found = (self.get_broker_info(b) for b in self.get_all_broker_ids())
+    return [b for b in found if b is not None]   # a broker may die between the two reads
+
+def get_broker_sequence_id(self, max_reserved_broker_id: int) -> int:
+    """Generated broker ids: every write bumps /brokers/seqid's version, a cluster-wide counter."""
+    try:
+        version = self.zk.set(BROKER_SEQUENCE_ID_PATH, b"").version
+    except NoNodeError:
         try:
-            self.zk.create(broker_path(broker_id), info.to_json(), ephemeral=True, makepath=True)
+            self.zk.create(BROKER_SEQUENCE_ID_PATH, b"", makepath=True)
+            version = 0
         except NodeExistsError:
-            raise NodeExistsError(
-                f"A broker is already registered on the path {broker_path(broker_id)}: broker.id is in use, "
-                "or this broker restarted before ZooKeeper expired its previous session") from None
-        return info
-
-    def get_all_broker_ids(self) -> list[int]:
-        return sorted(int(b) for b in self.get_children_parent_may_not_exist(BROKER_IDS_PATH))
-
-    def get_broker_info(self, broker_id: int) -> BrokerInfo | None:
-        data, _ = self.read_data_maybe_null(broker_path(broker_id))
-        return BrokerInfo.from_json(broker_id, data) if data is not None else None
-
-    def get_all_brokers_in_cluster(self) -> list[BrokerInfo]:
-        found = (self.get_broker_info(b) for b in self.get_all_broker_ids())
-        return [b for b in found if b is not None]   # a broker may die between the two reads
-
-    def get_broker_sequence_id(self, max_reserved_broker_id: int) -> int:
-        """Generated broker ids: every write bumps /brokers/seqid's version, a cluster-wide counter."""
-        try:
             version = self.zk.set(BROKER_SEQUENCE_ID_PATH, b"").version
+    return version + max_reserved_broker_id
+
+
+# ZkUtils gets the methods defined above
+for _method in (register_broker, get_all_broker_ids, get_broker_info, get_all_brokers_in_cluster,
+                get_broker_sequence_id):
+    setattr(ZkUtils, _method.__name__, _method)
+del (_method, register_broker, get_all_broker_ids, get_broker_info, get_all_brokers_in_cluster,
+              get_broker_sequence_id)
+
+
+# %% book/ch4_server/0600_zookeeper.ipynb 26e22b30
+def create_topic_assignment(self, topic: str, assignment: Mapping[int, Iterable[int]],
+                            update: bool = False) -> None:
+    """Write /brokers/topics/T; creating a topic that exists fails with NodeExistsError."""
+    data = replica_assignment_json(assignment)
+    if update:
+        self.update_persistent_path(topic_path(topic), data)
+        return
+    try:
+        self.create_persistent_path(topic_path(topic), data)
+    except NodeExistsError:
+        raise NodeExistsError(f"Topic '{topic}' already exists") from None
+
+def get_all_topics(self) -> list[str]:
+    return self.get_children_parent_may_not_exist(BROKER_TOPICS_PATH)
+
+def get_partition_assignment_for_topics(self, topics: Iterable[str]) -> dict[str, dict[int, list[int]]]:
+    """topic -> partition -> replicas; a topic without a znode maps to {}."""
+    result = {}
+    for topic in topics:
+        m = decode_json(self.read_data_maybe_null(topic_path(topic))[0]) or {}
+        result[topic] = {int(p): list(r) for p, r in sorted(m.get("partitions", {}).items(),
+                                                            key=lambda e: int(e[0]))}
+    return result
+
+def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
+    return {TopicPartition(t, p): r
+            for t, parts in self.get_partition_assignment_for_topics(topics).items() for p, r in parts.items()}
+
+def get_all_partitions(self) -> set[TopicPartition]:
+    return {TopicPartition(t, int(p)) for t in self.get_all_topics()
+            for p in self.get_children_parent_may_not_exist(topic_partitions_path(t))}
+
+def get_leader_and_isr(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
+    """The partition state znode with its version as zk_version: the token for the next update."""
+    data, stat = self.read_data_maybe_null(topic_partition_leader_and_isr_path(topic, partition))
+    m = decode_json(data)
+    if m is None:
+        return None
+    lai = LeaderAndIsr(m["leader"], m["leader_epoch"], tuple(m["isr"]), stat.version)
+    return LeaderIsrAndControllerEpoch(lai, m["controller_epoch"])
+
+def create_leader_and_isr(self, topic: str, partition: int, leader_and_isr: LeaderAndIsr,
+                          controller_epoch: int) -> None:
+    """The controller's first write of a new partition's state (fails if it exists)."""
+    self.create_persistent_path(topic_partition_leader_and_isr_path(topic, partition),
+                                leader_and_isr_json(leader_and_isr, controller_epoch))
+
+def update_leader_and_isr(self, topic: str, partition: int, leader_and_isr: LeaderAndIsr,
+                          controller_epoch: int) -> tuple[bool, int]:
+    """Write only if the znode is still at leader_and_isr.zk_version: controller and partition
+    leaders both write this znode, and whoever read a stale version must re-read and retry."""
+    return self.conditional_update_persistent_path(
+        topic_partition_leader_and_isr_path(topic, partition),
+        leader_and_isr_json(leader_and_isr, controller_epoch), leader_and_isr.zk_version)
+
+
+# ZkUtils gets the methods defined above
+for _method in (create_topic_assignment, get_all_topics, get_partition_assignment_for_topics,
+                get_replica_assignment_for_topics, get_all_partitions, get_leader_and_isr,
+                create_leader_and_isr, update_leader_and_isr):
+    setattr(ZkUtils, _method.__name__, _method)
+del (_method, create_topic_assignment, get_all_topics, get_partition_assignment_for_topics,
+              get_replica_assignment_for_topics, get_all_partitions, get_leader_and_isr,
+              create_leader_and_isr, update_leader_and_isr)
+
+
+# %% book/ch4_server/0600_zookeeper.ipynb 200ac5cb
+def create_controller_path(self, broker_id: int) -> bool:
+    """Try to become controller: whoever creates the ephemeral /controller first wins."""
+    try:
+        self.zk.create(CONTROLLER_PATH, controller_json(broker_id, self.time.milliseconds()), ephemeral=True)
+        return True
+    except NodeExistsError:
+        return False
+
+def get_controller_id(self) -> int | None:
+    data, _ = self.read_data_maybe_null(CONTROLLER_PATH)
+    return parse_controller_id(data) if data is not None else None
+
+def get_controller_epoch(self) -> tuple[int, int] | None:
+    """(epoch, zk_version) of /controller_epoch, a bare integer; None before the first controller."""
+    data, stat = self.read_data_maybe_null(CONTROLLER_EPOCH_PATH)
+    return (int(data), stat.version) if data is not None else None
+
+def mark_topic_for_deletion(self, topic: str) -> None:
+    """kafka-topics --delete: an empty child of /admin/delete_topics the controller acts on."""
+    self.create_persistent_path(delete_topic_path(topic))
+
+def get_topics_marked_for_deletion(self) -> list[str]:
+    return self.get_children_parent_may_not_exist(DELETE_TOPICS_PATH)
+
+def get_partitions_being_reassigned(self) -> dict[TopicPartition, list[int]]:
+    data, _ = self.read_data_maybe_null(REASSIGN_PARTITIONS_PATH)
+    return parse_reassignment_json(data) if data is not None else {}
+
+def update_partition_reassignment_data(self, reassignment: Mapping[tuple[str, int], Iterable[int]]) -> None:
+    """Rewrite the pending reassignments; the znode goes away when none are left."""
+    if not reassignment:
+        try:
+            self.zk.delete(REASSIGN_PARTITIONS_PATH)
         except NoNodeError:
-            try:
-                self.zk.create(BROKER_SEQUENCE_ID_PATH, b"", makepath=True)
-                version = 0
-            except NodeExistsError:
-                version = self.zk.set(BROKER_SEQUENCE_ID_PATH, b"").version
-        return version + max_reserved_broker_id
+            pass
+        return
+    self.update_persistent_path(REASSIGN_PARTITIONS_PATH, reassignment_json(reassignment))
 
-    # ---- topics and partitions --------------------------------------------------------------------
-    def create_topic_assignment(self, topic: str, assignment: Mapping[int, Iterable[int]],
-                                update: bool = False) -> None:
-        """Write /brokers/topics/T; creating a topic that exists fails with NodeExistsError."""
-        data = replica_assignment_json(assignment)
-        if update:
-            self.update_persistent_path(topic_path(topic), data)
-            return
-        try:
-            self.create_persistent_path(topic_path(topic), data)
-        except NodeExistsError:
-            raise NodeExistsError(f"Topic '{topic}' already exists") from None
+def write_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
+    """Fails with NodeExistsError while a previous election is still being carried out."""
+    self.create_persistent_path(PREFERRED_REPLICA_ELECTION_PATH, partitions_json(partitions))
 
-    def get_all_topics(self) -> list[str]:
-        return self.get_children_parent_may_not_exist(BROKER_TOPICS_PATH)
+def get_partitions_undergoing_preferred_replica_election(self) -> list[TopicPartition]:
+    data, _ = self.read_data_maybe_null(PREFERRED_REPLICA_ELECTION_PATH)
+    return parse_partitions_json(data) if data is not None else []
 
-    def get_partition_assignment_for_topics(self, topics: Iterable[str]) -> dict[str, dict[int, list[int]]]:
-        """topic -> partition -> replicas; a topic without a znode maps to {}."""
-        result = {}
-        for topic in topics:
-            m = decode_json(self.read_data_maybe_null(topic_path(topic))[0]) or {}
-            result[topic] = {int(p): list(r) for p, r in sorted(m.get("partitions", {}).items(),
-                                                                key=lambda e: int(e[0]))}
-        return result
+def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
+    """A partition leader tells the controller which ISRs it changed: one sequential znode."""
+    return self.zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_NOTIFICATION_PREFIX}",
+                          partitions_json(partitions), sequential=True, makepath=True)
 
-    def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
-        return {TopicPartition(t, p): r
-                for t, parts in self.get_partition_assignment_for_topics(topics).items() for p, r in parts.items()}
+def change_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> str:
+    """Write /config/<type>/<name>, then announce it with a sequential /config/changes znode."""
+    self.update_persistent_path(entity_config_path(entity_type, entity), entity_config_json(config))
+    return self.zk.create(f"{ENTITY_CONFIG_CHANGES_PATH}/{ENTITY_CONFIG_CHANGE_PREFIX}",
+                          config_change_json(entity_type, entity), sequential=True, makepath=True)
 
-    def get_all_partitions(self) -> set[TopicPartition]:
-        return {TopicPartition(t, int(p)) for t in self.get_all_topics()
-                for p in self.get_children_parent_may_not_exist(topic_partitions_path(t))}
+def fetch_entity_config(self, entity_type: str, entity: str) -> dict[str, str]:
+    m = decode_json(self.read_data_maybe_null(entity_config_path(entity_type, entity))[0]) or {}
+    return dict(m.get("config", {}))
 
-    def get_leader_and_isr(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
-        """The partition state znode with its version as zk_version: the token for the next update."""
-        data, stat = self.read_data_maybe_null(topic_partition_leader_and_isr_path(topic, partition))
-        m = decode_json(data)
-        if m is None:
-            return None
-        lai = LeaderAndIsr(m["leader"], m["leader_epoch"], tuple(m["isr"]), stat.version)
-        return LeaderIsrAndControllerEpoch(lai, m["controller_epoch"])
+def get_all_entities_with_config(self, entity_type: str) -> list[str]:
+    return self.get_children_parent_may_not_exist(entity_config_root_path(entity_type))
 
-    def create_leader_and_isr(self, topic: str, partition: int, leader_and_isr: LeaderAndIsr,
-                              controller_epoch: int) -> None:
-        """The controller's first write of a new partition's state (fails if it exists)."""
-        self.create_persistent_path(topic_partition_leader_and_isr_path(topic, partition),
-                                    leader_and_isr_json(leader_and_isr, controller_epoch))
+def create_acl_change_notification(self, resource: str) -> str:
+    """'Topic:test' under /kafka-acl-changes tells every broker's authorizer to reload it."""
+    return self.zk.create(f"{ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}", resource, sequential=True, makepath=True)
 
-    def update_leader_and_isr(self, topic: str, partition: int, leader_and_isr: LeaderAndIsr,
-                              controller_epoch: int) -> tuple[bool, int]:
-        """Write only if the znode is still at leader_and_isr.zk_version: controller and partition
-        leaders both write this znode, and whoever read a stale version must re-read and retry."""
-        return self.conditional_update_persistent_path(
-            topic_partition_leader_and_isr_path(topic, partition),
-            leader_and_isr_json(leader_and_isr, controller_epoch), leader_and_isr.zk_version)
 
-    # ---- controller ------------------------------------------------------------------------------
-    def create_controller_path(self, broker_id: int) -> bool:
-        """Try to become controller: whoever creates the ephemeral /controller first wins."""
-        try:
-            self.zk.create(CONTROLLER_PATH, controller_json(broker_id, self.time.milliseconds()), ephemeral=True)
-            return True
-        except NodeExistsError:
-            return False
-
-    def get_controller_id(self) -> int | None:
-        data, _ = self.read_data_maybe_null(CONTROLLER_PATH)
-        return parse_controller_id(data) if data is not None else None
-
-    def get_controller_epoch(self) -> tuple[int, int] | None:
-        """(epoch, zk_version) of /controller_epoch, a bare integer; None before the first controller."""
-        data, stat = self.read_data_maybe_null(CONTROLLER_EPOCH_PATH)
-        return (int(data), stat.version) if data is not None else None
-
-    # ---- admin requests and notifications ---------------------------------------------------------
-    def mark_topic_for_deletion(self, topic: str) -> None:
-        """kafka-topics --delete: an empty child of /admin/delete_topics the controller acts on."""
-        self.create_persistent_path(delete_topic_path(topic))
-
-    def get_topics_marked_for_deletion(self) -> list[str]:
-        return self.get_children_parent_may_not_exist(DELETE_TOPICS_PATH)
-
-    def get_partitions_being_reassigned(self) -> dict[TopicPartition, list[int]]:
-        data, _ = self.read_data_maybe_null(REASSIGN_PARTITIONS_PATH)
-        return parse_reassignment_json(data) if data is not None else {}
-
-    def update_partition_reassignment_data(self, reassignment: Mapping[tuple[str, int], Iterable[int]]) -> None:
-        """Rewrite the pending reassignments; the znode goes away when none are left."""
-        if not reassignment:
-            try:
-                self.zk.delete(REASSIGN_PARTITIONS_PATH)
-            except NoNodeError:
-                pass
-            return
-        self.update_persistent_path(REASSIGN_PARTITIONS_PATH, reassignment_json(reassignment))
-
-    def write_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
-        """Fails with NodeExistsError while a previous election is still being carried out."""
-        self.create_persistent_path(PREFERRED_REPLICA_ELECTION_PATH, partitions_json(partitions))
-
-    def get_partitions_undergoing_preferred_replica_election(self) -> list[TopicPartition]:
-        data, _ = self.read_data_maybe_null(PREFERRED_REPLICA_ELECTION_PATH)
-        return parse_partitions_json(data) if data is not None else []
-
-    def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
-        """A partition leader tells the controller which ISRs it changed: one sequential znode."""
-        return self.zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_NOTIFICATION_PREFIX}",
-                              partitions_json(partitions), sequential=True, makepath=True)
-
-    # ---- configuration overrides and ACLs ---------------------------------------------------------
-    def change_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> str:
-        """Write /config/<type>/<name>, then announce it with a sequential /config/changes znode."""
-        self.update_persistent_path(entity_config_path(entity_type, entity), entity_config_json(config))
-        return self.zk.create(f"{ENTITY_CONFIG_CHANGES_PATH}/{ENTITY_CONFIG_CHANGE_PREFIX}",
-                              config_change_json(entity_type, entity), sequential=True, makepath=True)
-
-    def fetch_entity_config(self, entity_type: str, entity: str) -> dict[str, str]:
-        m = decode_json(self.read_data_maybe_null(entity_config_path(entity_type, entity))[0]) or {}
-        return dict(m.get("config", {}))
-
-    def get_all_entities_with_config(self, entity_type: str) -> list[str]:
-        return self.get_children_parent_may_not_exist(entity_config_root_path(entity_type))
-
-    def create_acl_change_notification(self, resource: str) -> str:
-        """'Topic:test' under /kafka-acl-changes tells every broker's authorizer to reload it."""
-        return self.zk.create(f"{ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}", resource, sequential=True, makepath=True)
+# ZkUtils gets the methods defined above
+for _method in (create_controller_path, get_controller_id, get_controller_epoch, mark_topic_for_deletion,
+                get_topics_marked_for_deletion, get_partitions_being_reassigned,
+                update_partition_reassignment_data, write_preferred_replica_election,
+                get_partitions_undergoing_preferred_replica_election, propagate_isr_changes,
+                change_entity_config, fetch_entity_config, get_all_entities_with_config,
+                create_acl_change_notification):
+    setattr(ZkUtils, _method.__name__, _method)
+del (_method, create_controller_path, get_controller_id, get_controller_epoch, mark_topic_for_deletion,
+              get_topics_marked_for_deletion, get_partitions_being_reassigned,
+              update_partition_reassignment_data, write_preferred_replica_election,
+              get_partitions_undergoing_preferred_replica_election, propagate_isr_changes,
+              change_entity_config, fetch_entity_config, get_all_entities_with_config,
+              create_acl_change_notification)
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb 3ccd295b

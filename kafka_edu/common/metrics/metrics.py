@@ -53,8 +53,10 @@ class Gauge:
 class KafkaMetric:
     """A named measurable with its config; `value()` measures it now, under its sensor's lock."""
 
-    def __init__(self, lock, metric_name: MetricName, measurable, config: MetricConfig, time: Time):
+    def __init__(self, lock, metric_name: MetricName, measurable, config: MetricConfig, time: Time,
+                 sensor: "Sensor | None" = None):
         self._lock = lock
+        self._sensor = sensor
         self.metric_name = metric_name
         self.measurable = measurable
         self.config = config
@@ -65,7 +67,9 @@ class KafkaMetric:
             return self.measure(self._time.milliseconds())
 
     def measure(self, now_ms: int) -> float:
-        """The value at `now_ms`; the caller holds the lock."""
+        """The value at `now_ms`, after the sensor's deferred values; the caller holds the lock."""
+        if self._sensor is not None:
+            self._sensor.fold_locked()
         return self.measurable.measure(self.config, now_ms)
 
     def __repr__(self) -> str:
@@ -92,9 +96,53 @@ class MetricsReporter(ABC):
         """Release what the reporter holds."""
 
 
+# %% book/ch4_server/0901_kafka_metrics.ipynb 7feb328d
+FOLD_AT = 256          # deferred values a sensor holds before it folds them into its stats
+
+
+def _batch_recorder(stat) -> Callable:
+    """The stat's `record_many`, or a loop over its `record` for a stat that has none."""
+    batch = getattr(stat, "record_many", None)
+    if batch is not None:
+        return batch
+
+    def record_each(config, values, times, latest_ms):
+        for value, now_ms in zip(values, times, strict=True):
+            stat.record(config, value, now_ms)
+    return record_each
+
+
+class DeferredRecords:
+    """A sensor's queue of `(value, now_ms)` not yet in its stats, and how it is folded in."""
+    lock: threading.Lock
+    _pending: list[tuple[float, int]]
+    _folders: list[tuple]                               # (a stat's batch recorder, its config)
+    _joint: "JointRecorder | None"                      # a queue shared with sibling sensors, if any
+
+    def fold(self) -> None:
+        """Move the deferred values into the stats."""
+        with self.lock:
+            self.fold_locked()
+
+    def fold_locked(self) -> None:
+        """`fold` for a caller that holds the lock; values recorded meanwhile stay queued, in order."""
+        if self._joint is not None:
+            self._joint.drain()
+        pending = self._pending
+        n = len(pending)
+        if n:
+            batch = pending[:n]
+            del pending[:n]
+            values, times = zip(*batch, strict=True)
+            latest_ms = max(times)
+            for record_many, config in self._folders:
+                record_many(config, values, times, latest_ms)
+
+
 # %% book/ch4_server/0901_kafka_metrics.ipynb 6af05eca
-class Sensor:
-    """Records a value into all its stats, checks their quotas, then records it into its parents."""
+class Sensor(DeferredRecords):
+    """Records a value into all its stats, checks their quotas, then records it into its parents
+    (the stats get it when the queue of `DeferredRecords` is folded)."""
 
     def __init__(self, registry: "Metrics", name: str, parents: Iterable["Sensor"], config: MetricConfig,
                  time: Time, inactive_expiration_ms: int | None):
@@ -106,10 +154,16 @@ class Sensor:
         self.inactive_expiration_ms = inactive_expiration_ms
         self.last_record_ms = time.milliseconds()
         self.stats: list[tuple] = []                    # (stat, the config it records and is measured with)
+        self._folders: list[tuple] = []                 # (its batch recorder, config) for each stat
+        self._pending: list[tuple[float, int]] = []     # (value, now_ms) recorded, not yet in the stats
+        self._joint = None
         self.metrics: list[KafkaMetric] = []
         self._quota_metrics: list[KafkaMetric] = []      # checked after every record: kept apart
         self.lock = threading.Lock()
         self._check_for_cycle({self})
+        # self, then each parent's chain: the order (and repeats) of Kafka's recursive parent walk
+        self._chain = (self,) + tuple(s for parent in self.parents for s in parent._chain)
+        self._alone = not self.parents                  # and no quota: see `add`
 
     def _check_for_cycle(self, seen: set) -> None:
         for parent in self.parents:
@@ -118,16 +172,32 @@ class Sensor:
             parent._check_for_cycle(seen | {parent})
 
     def record(self, value: float = 1.0, now_ms: int | None = None) -> None:
+        """Record into this sensor and its ancestors: deferred, unless a sensor has a quota to check."""
         if now_ms is None:
             now_ms = self._time.milliseconds()
-        self.last_record_ms = now_ms
+        if self._alone:                                 # the common case: no parent, no quota
+            self.last_record_ms = now_ms
+            pending = self._pending
+            pending.append((value, now_ms))             # atomic under the GIL: no lock on this path
+            if len(pending) >= FOLD_AT:
+                self.fold()
+            return
+        for sensor in self._chain:
+            sensor.last_record_ms = now_ms
+            if sensor._quota_metrics:
+                sensor._record_checked(value, now_ms)
+            else:
+                pending = sensor._pending
+                pending.append((value, now_ms))
+                if len(pending) >= FOLD_AT:
+                    sensor.fold()
+
+    def _record_checked(self, value: float, now_ms: int) -> None:
         with self.lock:
+            self.fold_locked()
             for stat, config in self.stats:
                 stat.record(config, value, now_ms)
-            if self._quota_metrics:
-                self._check_quotas(now_ms)
-        for parent in self.parents:
-            parent.record(value, now_ms)
+            self._check_quotas(now_ms)
 
     def _check_quotas(self, now_ms: int) -> None:
         for metric in self._quota_metrics:
@@ -145,17 +215,21 @@ class Sensor:
         else:
             parts = [(metric_name, stat)]
         with self.lock:
+            self.fold_locked()                          # values recorded before the stat existed skip it
             for name, measurable in parts:
-                metric = KafkaMetric(self.lock, name, measurable, config or self.config, self._time)
+                metric = KafkaMetric(self.lock, name, measurable, config or self.config, self._time, self)
                 self.registry.register_metric(metric)
                 self.metrics.append(metric)
                 if metric.config.quota is not None:
                     self._quota_metrics.append(metric)
+                    self._alone = False
             self.stats.append((stat, config or self.config))
+            self._folders.append((_batch_recorder(stat), config or self.config))
 
     def has_expired(self) -> bool:
         limit = self.inactive_expiration_ms
-        return limit is not None and self._time.milliseconds() - self.last_record_ms > limit
+        last = self.last_record_ms if self._joint is None else max(self.last_record_ms, self._joint.last_record_ms)
+        return limit is not None and self._time.milliseconds() - last > limit
 
     def __repr__(self) -> str:
         return f"Sensor({self.name!r}, parents={[p.name for p in self.parents]})"
@@ -277,3 +351,42 @@ class Metrics:
         with self._lock:
             for reporter in self._reporters:
                 reporter.close()
+
+
+# %% book/ch4_server/0901_kafka_metrics.ipynb c3e2123a
+class JointRecorder:
+    """One queue for sensors always recorded together at one time: one append records them all."""
+
+    def __init__(self, sensors: Iterable[Sensor]):
+        self.sensors = tuple(sensors)
+        for sensor in self.sensors:
+            if sensor.parents or sensor._quota_metrics or sensor._joint is not None:
+                raise ValueError(f"{sensor.name} has parents, a quota or a joint queue already")
+        self.last_record_ms = max((s.last_record_ms for s in self.sensors), default=0)
+        self._pending: list[tuple[tuple, int]] = []
+        self._lock = threading.Lock()
+        for sensor in self.sensors:
+            sensor._joint = self
+
+    def record(self, values: tuple, now_ms: int) -> None:
+        """Record `values[i]` into `sensors[i]`, for every i, at `now_ms`."""
+        self.last_record_ms = now_ms
+        pending = self._pending
+        pending.append((values, now_ms))
+        if len(pending) >= FOLD_AT:
+            self.drain()
+            for sensor in self.sensors:
+                sensor.fold()
+
+    def drain(self) -> None:
+        """Deal the queued tuples to the sensors' own queues; takes no sensor lock (a fold calls it)."""
+        with self._lock:
+            pending = self._pending
+            n = len(pending)
+            if not n:
+                return
+            batch = pending[:n]
+            del pending[:n]
+            rows, times = zip(*batch, strict=True)
+            for sensor, column in zip(self.sensors, zip(*rows, strict=True), strict=True):
+                sensor._pending.extend(zip(column, times, strict=True))

@@ -19,6 +19,9 @@ class CumulativeCount(Total):
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self.total += 1
 
+    def record_many(self, config: MetricConfig, values: tuple, times: tuple, latest_ms: int) -> None:
+        self.total += len(values)
+
 
 class MeanRate(Total):
     """Everything recorded, per second of the metric's life (a Yammer meter's `MeanRate`)."""

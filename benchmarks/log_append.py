@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _summary import report  # noqa: E402
+
 from kafka_edu.common.record.compression import CompressionType  # noqa: E402
 from kafka_edu.common.record.memory_records import MemoryRecordsBuilder  # noqa: E402
 from kafka_edu.server.log.log import Log  # noqa: E402
@@ -119,6 +121,8 @@ def main(argv=None) -> int:
         print(f"Log.append : {log_mbs:8.1f} MB/s  ({batches / statistics.median(log_times):,.0f} batches/s)")
         print(f"os.write   : {write_mbs:8.1f} MB/s  (the disk ceiling, same bytes, same run)")
         print(f"ratio Log.append / os.write = {log_mbs / write_mbs:.2f}")
+        report("log_append", "Log.append / os.write", log_mbs / write_mbs, None,
+               log_mb_per_s=log_mbs, write_mb_per_s=write_mbs)
 
         end = log.log_end_offset
         print(f"read by offset ({BATCH_SIZE} bytes, copied out), log of {log.size() / 2**20:.0f} MiB, "
@@ -131,6 +135,7 @@ def main(argv=None) -> int:
             print(f"  {where:6s}: median {medians[where] * 1e6:7.1f} us   p99 {p99 * 1e6:7.1f} us")
         print(f"ratio end / start = {medians['end'] / medians['start']:.2f}, "
               f"middle / start = {medians['middle'] / medians['start']:.2f}")
+        report("log_append", "Log.read latency end / start", medians["end"] / medians["start"], None)
         log.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
+from _summary import report  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
@@ -161,6 +162,8 @@ def main() -> None:
         ours, theirs = statistics.median(ours_w), statistics.median(theirs_w)
         print(f"write  {n:,} x 100 B: Spark sink {ours:,.0f} rec/s, confluent-kafka {theirs:,.0f} rec/s, "
               f"ratio {ours / theirs:.2f} (target >= 0.3)\n       CPU: {cpu}")
+        report("spark", "write 100 B, Spark sink / confluent-kafka", ours / theirs, 0.3, ours_rate=ours,
+               peer_rate=theirs, unit_rate="records/s")
 
         load = lambda: (spark.read.format("kafka_edu").option("kafka.bootstrap.servers", servers)  # noqa: E731
                         .option("subscribe", "spark-0").load())
@@ -173,6 +176,8 @@ def main() -> None:
         ours, theirs = statistics.median(ours_r), statistics.median(theirs_r)
         print(f"read   {n:,} x 100 B: Spark source {ours:,.0f} rec/s, confluent-kafka {theirs:,.0f} rec/s, "
               f"ratio {ours / theirs:.2f} (target >= 0.5)\n       CPU: {cpu}")
+        report("spark", "read 100 B, Spark source / confluent-kafka", ours / theirs, 0.5, ours_rate=ours,
+               peer_rate=theirs, unit_rate="records/s")
 
         with split() as cpu:
             query = (spark.readStream.format("kafka_edu").option("kafka.bootstrap.servers", servers)

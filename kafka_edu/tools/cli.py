@@ -7,12 +7,13 @@ import importlib
 import io
 import pkgutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import kafka_edu.tools
 from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.config import load_properties
 from kafka_edu.common.protocol.errors import KafkaError
+from kafka_edu.common.security.auth import AuthenticationError
 
 
 class ToolArgumentParser(argparse.ArgumentParser):
@@ -51,28 +52,51 @@ def read_properties(path: str, option: str) -> dict[str, str]:
         raise UsageError(f"cannot read {option} {path}: {e.strerror}") from None
 
 
+def client_configs(defaults: Mapping[str, str], config_file: str | None, option: str,
+                   properties: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+    """A client's configs merged as Kafka's tools merge them: the tool's defaults < the file that
+    `option` names (--command-config, --producer.config, --consumer.config) < KEY=VALUE properties.
+    The tool then sets what it must decide itself (bootstrap servers, serializers)."""
+    config = dict(defaults)
+    if config_file:
+        config.update(read_properties(config_file, option))
+    config.update(properties)
+    return config
+
+
 def add_admin_arguments(parser: argparse.ArgumentParser, bootstrap_help: str = "brokers to bootstrap from") -> None:
-    """--bootstrap-server and --timeout: the options of every tool that works through a ClusterAdmin."""
+    """--bootstrap-server, --command-config and --timeout: the options of every tool that works through
+    a ClusterAdmin."""
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]", help=bootstrap_help)
+    add_command_config_argument(parser)
     parser.add_argument("--timeout", type=int, default=30_000, metavar="MS",
                         help="how long to wait for the cluster's answers (default 30000)")
 
 
+def add_command_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a properties file of admin client configs, such as security.protocol, "
+                             "sasl.mechanism, sasl.jaas.config and ssl.* for a secured cluster")
+
+
 def run_with_admin(args, client_id: str, command: Callable[[ClusterAdmin], int], error_prefix: str) -> int:
     """`command(admin)`'s exit status, or 1 with one line `error_prefix + error` on stderr when the
-    cluster refuses, times out or cannot be reached, or the command raises CommandError."""
+    cluster refuses our login, refuses the request, times out or cannot be reached, or the command
+    raises CommandError."""
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    configs = client_configs({}, getattr(args, "command_config", None), "--command-config")
     try:
-        admin = ClusterAdmin(args.bootstrap_server, client_id=client_id, request_timeout_ms=args.timeout)
-    except ValueError as e:              # a malformed --bootstrap-server
+        admin = ClusterAdmin(args.bootstrap_server, client_id=client_id, request_timeout_ms=args.timeout,
+                             configs=configs)
+    except ValueError as e:              # a malformed --bootstrap-server or --command-config value
         raise UsageError(str(e)) from None
     with admin:
         try:
             return command(admin)
         except BrokenPipeError:          # our reader went away: main() exits quietly
             raise
-        except (CommandError, KafkaError, TimeoutError, OSError) as e:
+        except (CommandError, KafkaError, AuthenticationError, TimeoutError, OSError) as e:
             print(error_prefix + str(e), file=sys.stderr)
             return 1
 
@@ -94,18 +118,23 @@ def build_parser(tools: dict) -> argparse.ArgumentParser:
     for name, module in tools.items():
         sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(sub)
-        sub.set_defaults(tool=module)
+        sub.set_defaults(tool=module, tool_parser=sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `kafka-edu` console script."""
-    args = build_parser(discover_tools()).parse_args(argv)
+    args, unknown = build_parser(discover_tools()).parse_known_args(argv)
+    if unknown:                          # named by the tool's own usage line, not by `kafka-edu`'s
+        args.tool_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.tool.run(args)
     except UsageError as e:
         print(f"kafka-edu {args.command}: error: {e} (see --help)", file=sys.stderr)
         return 2
+    except AuthenticationError as e:     # a client tool's login was refused: final, not retried
+        print(f"kafka-edu {args.command}: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `kafka-edu ... | head` closed our stdout; not an error

@@ -2,24 +2,30 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch5_tools/1200_configs.ipynb db5808dd
 import argparse
+import re
 
-from kafka_edu.clients.admin import ClusterAdmin, ConfigSource
+from kafka_edu.clients.admin import ClusterAdmin
+from kafka_edu.common.security.scram import HASHES, MIN_ITERATIONS, ScramFormatter
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZkUtils, topic_path
-from kafka_edu.tools.cli import CommandError, UsageError, run_with_admin
+from kafka_edu.tools.cli import CommandError, UsageError, add_command_config_argument, run_with_admin
+from kafka_edu.tools.topics import topic_overrides
 from kafka_edu.tools.zk_command import run_with_zookeeper
 
 COMMAND = "configs"
-HELP = "Describe or change the config overrides of topics, clients or brokers (Kafka's kafka-configs.sh)."
-ENTITY_TYPES = ("topics", "clients", "brokers")
-ENTITY_WORD = {"topics": "topic", "clients": "clientId", "brokers": "broker"}
+HELP = ("Describe or change the config overrides of topics, clients, users or brokers, and create SCRAM users "
+        "(Kafka's kafka-configs.sh).")
+ENTITY_TYPES = ("topics", "clients", "users", "brokers")
+ENTITY_WORD = {"topics": "topic", "clients": "clientId", "users": "user-principal", "brokers": "broker"}
+CONFIG_TYPE_USER = "users"
+_OUTSIDE_BRACKETS = re.compile(r",(?![^\[]*\])")     # a comma that is not inside [...]
 
 
 def parse_add_config(text: str) -> dict[str, str]:
-    """'k=v,k2=v2' as a dict (the argparse type of --add-config)."""
+    """'k=v,k2=[a=1,b=2]' as a dict (the argparse type of --add-config); a bracketed value keeps its commas."""
     pairs = {}
-    for item in filter(None, (i.strip() for i in text.split(","))):
+    for item in filter(None, (i.strip() for i in _OUTSIDE_BRACKETS.split(text))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise argparse.ArgumentTypeError(f"--add-config expects k1=v1,k2=v2, got {item!r}")
@@ -27,18 +33,22 @@ def parse_add_config(text: str) -> dict[str, str]:
     return pairs
 
 
+def merged_overrides(current: dict[str, str], entity_type: str, name: str, add: dict[str, str],
+                     delete: list[str]) -> dict[str, str]:
+    """The overrides after the change; deleting a key that is not set is an error."""
+    missing = [k for k in delete if k not in current]
+    if missing:
+        raise CommandError(f"Invalid config(s): {','.join(missing)} (not set for {entity_type}:{name})")
+    return {k: v for k, v in {**current, **add}.items() if k not in delete}
+
+
 def alter_entity_config(zk_utils: ZkUtils, entity_type: str, name: str, add: dict[str, str],
                         delete: list[str]) -> str:
     """Merge the change into the current overrides, check them, write them and notify the brokers."""
     if entity_type == CONFIG_TYPE_TOPIC and zk_utils.zk.exists(topic_path(name)) is None:
         raise CommandError(f'Topic "{name}" does not exist.')
-    configs = zk_utils.fetch_entity_config(entity_type, name)
-    missing = [k for k in delete if k not in configs]
-    if missing:
-        raise CommandError(f"Invalid config(s): {','.join(missing)} (not set for {entity_type}:{name})")
-    configs.update(add)
-    for key in delete:
-        del configs[key]
+    configs = merged_overrides(zk_utils.fetch_entity_config(entity_type, name), entity_type, name,
+                               scram_credentials(add) if entity_type == CONFIG_TYPE_USER else add, delete)
     if entity_type == CONFIG_TYPE_TOPIC:
         try:
             LogConfig.from_props(configs)
@@ -46,6 +56,24 @@ def alter_entity_config(zk_utils: ZkUtils, entity_type: str, name: str, add: dic
             raise CommandError(str(e)) from None
     zk_utils.change_entity_config(entity_type, name, configs)
     return f'Updated config for {ENTITY_WORD[entity_type]}: "{name}".'
+
+
+def scram_credentials(add: dict[str, str]) -> dict[str, str]:
+    """A user's SCRAM entries, `SCRAM-SHA-256=[iterations=4096,password=secret]` (Kafka 0.10.2's
+    syntax), turned into the salted credentials the brokers read (4.8): no password is stored."""
+    stored = dict(add)
+    for mechanism in HASHES.keys() & add.keys():
+        value = add[mechanism]
+        fields = dict(item.split("=", 1) for item in value.strip()[1:-1].split(",") if "=" in item)
+        if not (value.startswith("[") and value.endswith("]")) or not fields.get("password"):
+            raise CommandError(f"{mechanism} expects [iterations=N,password=P], got {value!r}")
+        try:
+            iterations = int(fields.get("iterations", MIN_ITERATIONS))
+            credential = ScramFormatter(mechanism).credential(fields["password"], iterations)
+        except ValueError as e:
+            raise CommandError(f"{mechanism}: {e}") from None
+        stored[mechanism] = credential.to_config_string()
+    return stored
 
 
 def describe_lines(zk_utils: ZkUtils, entity_type: str, name: str | None) -> list[str]:
@@ -61,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the cluster's zookeeper.connect ('embedded': this process's embedded ZooKeeper)")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
                        help="(Beyond 0.10) describe topics through DescribeConfigs instead")
+    add_command_config_argument(parser)
     parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES, help="what the configs belong to")
     parser.add_argument("--entity-name", metavar="NAME", help="the topic, client id or broker id (describe: all)")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -75,9 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args) -> list[str]:
     delete = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+    if args.command_config and not args.bootstrap_server:
+        raise UsageError("--command-config goes with --bootstrap-server")
     if args.alter:
-        if args.bootstrap_server:
-            raise UsageError("--alter needs --zookeeper: AlterConfigs (API key 33) is not implemented")
         if not args.entity_name:
             raise UsageError("--alter needs --entity-name")
         if not args.add_config and not delete:
@@ -85,23 +114,33 @@ def check_arguments(args) -> list[str]:
     elif args.add_config or delete:
         raise UsageError("--add-config and --delete-config go with --alter")
     if args.bootstrap_server and args.entity_type != CONFIG_TYPE_TOPIC:
-        raise UsageError("with --bootstrap-server only --entity-type topics can be described")
+        raise UsageError("with --bootstrap-server only --entity-type topics can be described or altered")
     return delete
 
 
 def describe_over_the_wire(admin: ClusterAdmin, args) -> int:
     topics = [args.entity_name] if args.entity_name else sorted(admin.describe_cluster().topics)
-    for topic, entries in admin.describe_configs(topics).items():
-        overrides = sorted((e.name, e.value) for e in entries.values() if e.source is ConfigSource.TOPIC_CONFIG)
-        print(f"Configs for topics:{topic} are " + ",".join(f"{k}={v}" for k, v in overrides))
+    for topic, overrides in topic_overrides(admin, topics).items():
+        print(f"Configs for topics:{topic} are " + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
+    return 0
+
+
+def alter_over_the_wire(admin: ClusterAdmin, args, delete: list[str]) -> int:
+    """AlterConfigs replaces a topic's whole set of overrides, so read the current ones
+    (DescribeConfigs), merge the change into them and send the result."""
+    name = args.entity_name
+    current = topic_overrides(admin, [name])[name]
+    admin.alter_configs({name: merged_overrides(current, CONFIG_TYPE_TOPIC, name, args.add_config, delete)})
+    print(f'Updated config for topic: "{name}".')
     return 0
 
 
 def run(args) -> int:
     delete = check_arguments(args)
     if args.bootstrap_server:
-        return run_with_admin(args, "kafka-edu-configs", lambda admin: describe_over_the_wire(admin, args),
-                              "Error while executing config command : ")
+        def over_the_wire(admin: ClusterAdmin) -> int:
+            return alter_over_the_wire(admin, args, delete) if args.alter else describe_over_the_wire(admin, args)
+        return run_with_admin(args, "kafka-edu-configs", over_the_wire, "Error while executing config command : ")
 
     def command(zk_utils: ZkUtils) -> int:
         if args.alter:

@@ -4,14 +4,16 @@
 import argparse
 import random
 import sys
+import threading
 from collections.abc import Mapping
 
+from kafka_edu.clients.consumer.consumer_network_client import WakeupException
 from kafka_edu.clients.consumer.fetcher import ConsumerRecord
 from kafka_edu.clients.consumer.kafka_consumer import BYTES, KafkaConsumer
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import KafkaError
 from kafka_edu.common.record.record import TimestampType
-from kafka_edu.tools.cli import UsageError, flag, key_value, read_properties
+from kafka_edu.tools.cli import UsageError, client_configs, flag, key_value
 from kafka_edu.tools.topics import topic_filter
 
 COMMAND = "console-consumer"
@@ -101,10 +103,7 @@ def check_arguments(args) -> None:
 
 def consumer_config(args) -> dict:
     """--consumer.config < --consumer-property < what the options imply."""
-    config = {}
-    if args.consumer_config:
-        config.update(read_properties(args.consumer_config, "--consumer.config"))
-    config.update(dict(args.consumer_property))
+    config = client_configs({}, args.consumer_config, "--consumer.config", args.consumer_property)
     if args.from_beginning:
         config["auto.offset.reset"] = "earliest"
     config.setdefault("auto.offset.reset", "latest")
@@ -115,6 +114,53 @@ def consumer_config(args) -> dict:
         config["enable.auto.commit"] = "false"
     config.update({"bootstrap.servers": args.bootstrap_server, "key.deserializer": BYTES, "value.deserializer": BYTES})
     return config
+
+
+# %% book/ch5_tools/0560_console_consumer.ipynb 2a1d14b4
+class DeadlinePoller:
+    """consumer.poll(timeout), given up at a deadline even while no coordinator answers."""
+
+    def __init__(self, consumer: KafkaConsumer):
+        self.consumer = consumer
+        self._stale_wakeup = False
+
+    def poll(self, timeout_ms: int, deadline_ms: int) -> dict | None:
+        """The records of one poll, or None if the deadline woke the consumer up first."""
+        fired = threading.Event()
+
+        def alarm() -> None:
+            fired.set()
+            self.consumer.wakeup()
+        timer = threading.Timer(deadline_ms / 1000, alarm)
+        timer.daemon = True
+        timer.start()
+        try:
+            batch = self._poll_once(timeout_ms)
+        except WakeupException:
+            batch = None
+        finally:
+            timer.cancel()
+        self._stale_wakeup = fired.is_set() and batch is not None
+        return batch
+
+    def _poll_once(self, timeout_ms: int) -> dict:
+        try:
+            return self.consumer.poll(timeout_ms)
+        except WakeupException:
+            if not self._stale_wakeup:
+                raise
+            self._stale_wakeup = False          # the previous deadline's alarm, not ours
+            return self.consumer.poll(timeout_ms)
+
+    def settle(self) -> None:
+        """Use up a wakeup that the last deadline left pending (the records of that poll(0) are
+        dropped: call it only before seeking)."""
+        if self._stale_wakeup:
+            self._stale_wakeup = False
+            try:
+                self.consumer.poll(0)
+            except WakeupException:
+                pass
 
 
 # %% book/ch5_tools/0560_console_consumer.ipynb d6b08cb8
@@ -142,10 +188,17 @@ class ConsoleConsumer:
 
     def __init__(self, consumer: KafkaConsumer, formatter: DefaultMessageFormatter, output):
         self.consumer, self.formatter, self.output = consumer, formatter, output
+        self.poller = DeadlinePoller(consumer)
         self.processed = 0
 
+    def _poll(self, poll_ms: int, timeout_ms: int | None) -> dict | None:
+        """One poll; with --timeout-ms, None once that much time passed without an answer."""
+        return self.consumer.poll(poll_ms) if timeout_ms is None else self.poller.poll(poll_ms, timeout_ms)
+
     def process(self, max_messages: int | None = None, timeout_ms: int | None = None) -> None:
-        batch = self.consumer.poll(0)
+        batch = self._poll(0, timeout_ms)
+        if batch is None:
+            raise TimeoutError(f"no broker answered within {timeout_ms} ms (--timeout-ms)")
         while True:
             records = [r for rs in batch.values() for r in rs]
             room = len(records) if max_messages is None else max_messages - self.processed
@@ -157,7 +210,7 @@ class ConsoleConsumer:
                 self._rewind(records[room:])
             if max_messages is not None and self.processed >= max_messages:
                 return
-            batch = self.consumer.poll(1000 if timeout_ms is None else timeout_ms)
+            batch = self._poll(1000 if timeout_ms is None else timeout_ms, timeout_ms)
             if not batch and timeout_ms is not None:
                 return
 

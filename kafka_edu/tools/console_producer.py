@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import BinaryIO
 
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
-from kafka_edu.tools.cli import UsageError, flag, key_value, read_properties
+from kafka_edu.tools.cli import UsageError, client_configs, flag, key_value
 
 COMMAND = "console-producer"
 HELP = "Send each line of standard input to a topic as one record (Kafka's kafka-console-producer.sh)."
@@ -87,11 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def producer_config(args) -> dict:
     """Option defaults < --producer.config < --producer-property < options given; bytes in, bytes out."""
-    config = {key: str(default) for _, key, _, default, _ in PRODUCER_OPTIONS}
-    config.update({"compression.type": "none", "client.id": "console-producer"})
-    if args.producer_config:
-        config.update(read_properties(args.producer_config, "--producer.config"))
-    config.update(dict(args.producer_property))
+    defaults = {key: str(default) for _, key, _, default, _ in PRODUCER_OPTIONS}
+    config = client_configs({**defaults, "compression.type": "none", "client.id": "console-producer"},
+                            args.producer_config, "--producer.config", args.producer_property)
     for option, key, _, _, _ in PRODUCER_OPTIONS:
         given = getattr(args, option[2:].replace("-", "_"))
         if given is not None:

@@ -5,17 +5,16 @@ import argparse
 import random
 import re
 import sys
-import threading
 import time as _time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from kafka_edu.clients.consumer.consumer_network_client import WakeupException
 from kafka_edu.clients.consumer.kafka_consumer import BYTES, KafkaConsumer
 from kafka_edu.clients.consumer.subscription_state import ConsumerRebalanceListener
 from kafka_edu.common.protocol.errors import KafkaError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
-from kafka_edu.tools.cli import UsageError, read_properties
+from kafka_edu.tools.cli import UsageError, client_configs
+from kafka_edu.tools.console_consumer import DeadlinePoller
 
 COMMAND = "consumer-perf-test"
 HELP = "Read a topic from the start and report how fast (Kafka's kafka-consumer-perf-test.sh)."
@@ -104,31 +103,15 @@ class ConsumerPerf:
                 last_report, last_messages, last_bytes = now, self.messages, self.bytes
 
     def _join(self, consumer, listener: JoinListener, join_timeout_ms: int) -> None:
-        """poll(100) until partitions are assigned. A poll can block longer than asked while it looks
-        for the coordinator, so a timer wakes the consumer up at the deadline."""
-        fired = threading.Event()
-
-        def alarm() -> None:
-            fired.set()
-            consumer.wakeup()
-        timer = threading.Timer(join_timeout_ms / 1000, alarm)
-        timer.daemon = True
-        timer.start()
+        """poll(100) until partitions are assigned, through a DeadlinePoller (5.6): a poll can block
+        longer than asked while it looks for the coordinator."""
+        poller = DeadlinePoller(consumer)
         join_start = self.time.milliseconds()
-        try:
-            while not listener.assigned:
-                if self.time.milliseconds() - join_start >= join_timeout_ms:
-                    raise JoinTimeout(JOIN_TIMEOUT_MESSAGE)
-                consumer.poll(100)
-        except WakeupException:
-            raise JoinTimeout(JOIN_TIMEOUT_MESSAGE) from None
-        finally:
-            timer.cancel()
-        if fired.is_set():                  # joined just in time: use up the pending wakeup
-            try:
-                consumer.poll(0)
-            except WakeupException:
-                pass
+        while not listener.assigned:
+            left = join_timeout_ms - (self.time.milliseconds() - join_start)
+            if left <= 0 or poller.poll(100, left) is None:
+                raise JoinTimeout(JOIN_TIMEOUT_MESSAGE)
+        poller.settle()                     # joined just in time: use up a pending wakeup
 
     def _report(self, last_bytes: int, last_messages: int, since_ms: int, now: int) -> None:
         elapsed = max(now - since_ms, 1)
@@ -175,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def consumer_config(args) -> dict:
-    config = read_properties(args.consumer_config, "--consumer.config") if args.consumer_config else {}
+    config = client_configs({}, args.consumer_config, "--consumer.config")
     config.update({
         "bootstrap.servers": args.broker_list,
         "group.id": args.group or f"perf-consumer-{random.randrange(100_000)}",

@@ -6,7 +6,7 @@ import sys
 
 from kafka_edu.clients.admin import ClusterAdmin, UnknownTopicOrPartitionError
 from kafka_edu.common.cluster import TopicPartition
-from kafka_edu.tools.cli import UsageError, run_with_admin
+from kafka_edu.tools.cli import UsageError, add_command_config_argument, run_with_admin
 
 COMMAND = "get-offsets"
 HELP = "Print the earliest, latest or by-time offset of a topic's partitions (Kafka's GetOffsetShell)."
@@ -16,6 +16,7 @@ LATEST, EARLIEST = -1, -2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-list", "--bootstrap-server", dest="bootstrap_server", required=True,
                         metavar="HOST:PORT[,HOST:PORT...]", help="brokers to bootstrap from")
+    add_command_config_argument(parser)
     parser.add_argument("--topic", required=True, help="the topic")
     parser.add_argument("--partitions", default="", metavar="P[,P...]",
                         help="the partitions to look at (default: all)")

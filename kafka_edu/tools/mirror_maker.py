@@ -19,7 +19,7 @@ from kafka_edu.clients.producer.producer_record import ProducerRecord
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.protocol.errors import KafkaError
 from kafka_edu.common.record.record import TimestampType
-from kafka_edu.tools.cli import UsageError, flag, read_properties
+from kafka_edu.tools.cli import UsageError, client_configs, flag
 from kafka_edu.tools.topics import topic_filter
 
 COMMAND = "mirror-maker"
@@ -196,8 +196,8 @@ def run(args) -> int:
     if args.num_streams <= 0 or args.commit_interval_ms < 0 or args.status_interval_ms < 0:
         raise UsageError("--num.streams must be positive, the intervals not negative")
     whitelist = topic_filter(args.whitelist, "--whitelist")
-    consumer_config = read_properties(args.consumer_config, "--consumer.config")
-    producer_config = read_properties(args.producer_config, "--producer.config")
+    consumer_config = client_configs({}, args.consumer_config, "--consumer.config")
+    producer_config = client_configs({}, args.producer_config, "--producer.config")
     try:
         mirror = MirrorMaker(consumer_config, producer_config, whitelist, args.num_streams, args.commit_interval_ms,
                              flag(args.abort_on_send_failure))

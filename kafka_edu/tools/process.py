@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kafka_edu.common.config import load_properties, parse_properties
+
 SERVER_PID_FILE = "kafka-edu-server.pid"
 ZOOKEEPER_PID_FILE = "zookeeper_server.pid"
 SERVER_PROCESS = re.compile(r"^\S*python[\d.]* .*kafka[-_]edu.* server-start ")
@@ -114,3 +116,28 @@ def terminate(pids: list[int], pattern: re.Pattern, timeout_s: float) -> list[in
 def self_command(*args: str) -> list[str]:
     """The command line that runs `kafka-edu ARGS` with this interpreter."""
     return [sys.executable, "-c", "import sys; from kafka_edu.tools.cli import main; sys.exit(main())", *args]
+
+
+# %% book/ch5_tools/0110_server_processes.ipynb 58608fc7
+DEFAULT_SERVER_PROPERTIES = """\
+# kafka-edu's packaged default: the values of Kafka 0.10's config/server.properties.
+broker.id=0
+listeners=PLAINTEXT://:9092
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+# no zookeeper.connect: the broker runs on its embedded ZooKeeper
+"""
+
+
+def server_properties(path: str | None) -> dict[str, str]:
+    """A broker's properties: the file at `path` (OSError if unreadable), or the packaged default."""
+    return load_properties(path) if path else parse_properties(DEFAULT_SERVER_PROPERTIES)

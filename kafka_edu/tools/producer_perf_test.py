@@ -9,7 +9,7 @@ from typing import NamedTuple
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
 from kafka_edu.common.protocol.errors import KafkaError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
-from kafka_edu.tools.cli import UsageError, key_value, read_properties
+from kafka_edu.tools.cli import UsageError, client_configs, key_value
 
 COMMAND = "producer-perf-test"
 HELP = "Send records as fast as allowed and report throughput and latency (Kafka's kafka-producer-perf-test.sh)."
@@ -205,10 +205,8 @@ def check_arguments(args) -> None:
 
 def producer_config(args) -> dict:
     """--producer.config < --producer-props; byte-array serializers always."""
-    config = {"client.id": "producer-perf-test", "max.block.ms": str(args.timeout)}
-    if args.producer_config:
-        config.update(read_properties(args.producer_config, "--producer.config"))
-    config.update(dict(args.producer_props))
+    config = client_configs({"client.id": "producer-perf-test", "max.block.ms": str(args.timeout)},
+                            args.producer_config, "--producer.config", args.producer_props)
     if not config.get("bootstrap.servers"):
         raise UsageError("bootstrap.servers is not set: give it with --producer-props or --producer.config")
     serializer = "kafka_edu.clients.producer.serializers.ByteArraySerializer"

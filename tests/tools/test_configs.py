@@ -148,8 +148,10 @@ def test_refused_changes_are_one_line_and_status_1(chroot, argv, message):
     (["--zookeeper", "h:1", "--entity-type", "topics", "--describe", "--add-config", "x=1"], "go with --alter"),
     (["--zookeeper", "h:1", "--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "x"],
      "--add-config expects"),
-    (["--bootstrap-server", "h:1", "--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "x=1"],
-     "AlterConfigs (API key 33) is not implemented"),
+    (["--bootstrap-server", "h:1", "--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config", "x=1"],
+     "only --entity-type topics can be described or altered"),
+    (["--zookeeper", "h:1", "--command-config", "c.properties", "--entity-type", "topics", "--describe"],
+     "--command-config goes with --bootstrap-server"),
     (["--entity-type", "topics", "--describe"], "one of the arguments --zookeeper --bootstrap-server is required"),
 ])
 def test_usage_errors(argv, message):
@@ -163,15 +165,26 @@ def test_unreachable_zookeeper():
     assert status == 1 and err.startswith("Error while executing config command : ") and len(err.splitlines()) == 1
 
 
-def test_describe_over_the_wire(tmp_path):
+def test_describe_and_alter_over_the_wire(tmp_path):
     broker = BrokerProcess(tmp_path).start()
+    wire = ["--bootstrap-server", broker.bootstrap, "--entity-type", "topics"]
     try:
         with ClusterAdmin(broker.bootstrap) as admin:
             assert admin.create_topics([NewTopic("events", 1, 1, configs={"retention.ms": "60000"}),
                                         NewTopic("plain", 1, 1)]) == {"events": None, "plain": None}
-        status, out, err = configs("--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--describe")
+        status, out, err = configs(*wire, "--describe")
         assert (status, err) == (0, "")
         assert out == "Configs for topics:events are retention.ms=60000\nConfigs for topics:plain are \n"
+        # AlterConfigs replaces the whole set: the tool merges, so retention.ms survives an unrelated add
+        assert configs(*wire, "--entity-name", "events", "--alter", "--add-config",
+                       "cleanup.policy=compact,segment.ms=600000") == (0, 'Updated config for topic: "events".\n', "")
+        assert configs(*wire, "--entity-name", "events", "--alter", "--delete-config", "segment.ms")[0] == 0
+        assert configs(*wire, "--entity-name", "events", "--describe")[1] == \
+            "Configs for topics:events are cleanup.policy=compact,retention.ms=60000\n"
+        status, out, err = configs(*wire, "--entity-name", "events", "--alter", "--delete-config", "flush.ms")
+        assert status == 1 and err.startswith("Error while executing config command : Invalid config(s): flush.ms")
+        status, out, err = configs(*wire, "--entity-name", "events", "--alter", "--add-config", "retention.ms=soon")
+        assert status == 1 and len(err.splitlines()) == 1, err
     finally:
         assert broker.stop() == 0
 

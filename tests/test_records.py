@@ -396,3 +396,24 @@ def test_record_layout_is_deterministic_and_covers_every_byte():
     assert "baseOffset" in first and "header[0].key" in first and "record 1" in first
     compressed = build(2, CompressionType.GZIP, [(1, b"k", b"v", ())] * 6)
     assert "5 more records" in record_layout(compressed, max_records=1).source
+
+
+@pytest.mark.parametrize("offset_delta, timestamp_delta, key, value", [
+    (1, 0, None, b"x" * 100),
+    (8191, -8192, b"", b""),                   # the last offset delta and timestamp delta the table covers
+    (8192, 8192, b"k", None),                  # one past: the general path
+    (5, 3, b"k" * 8191, b"v" * 8191),          # the longest key and value of the fast path
+    (5, 3, b"k" * 8192, b"v" * 8192),
+    (7, 0, bytearray(b"key"), memoryview(b"value")),
+])
+def test_builder_fast_path_writes_what_the_general_encoder_writes(offset_delta, timestamp_delta, key, value):
+    builder = v2.RecordBatchBuilder(base_offset=100)
+    builder.append(100, 1_000_000, None, None)
+    builder.append(100 + offset_delta, 1_000_000 + timestamp_delta, key, value)
+    expected = (v2._encode_record(0, 0, None, None, ())
+                + v2._encode_record(offset_delta, timestamp_delta, key, value, ()))
+    assert bytes(builder._records) == expected
+    second = v2.DefaultRecordBatch(builder.build()).decode()[1]
+    assert (second.offset, second.timestamp, second.key, second.value) == (
+        100 + offset_delta, 1_000_000 + timestamp_delta, None if key is None else bytes(key),
+        None if value is None else bytes(value))

@@ -15,159 +15,183 @@ COMPRESSION = ValidString.in_("uncompressed", "gzip", "snappy", "lz4", "zstd", "
 TIMESTAMP_TYPES = ValidString.in_("CreateTime", "LogAppendTime")
 LISTENER_PREFIX = "listener.name."
 
-BROKER_KEYS = {
-    "1.4 Getting started": [
-        ("broker.id", INT, -1, None, "Unique id of this broker; -1 asks for a generated one."),
-        ("broker.id.generation.enable", BOOL, True, None, "Generate an id when broker.id is -1."),
-        ("reserved.broker.max.id", INT, 1000, AT_LEAST_0, "Generated ids start above this."),
-        ("broker.rack", STR, None, None,
-         "Rack of the broker. This will be used in rack aware replication assignment for fault tolerance."),
-        ("zookeeper.connect", STR, None, None,
-         "host:port[,host:port][/chroot]; unset runs on the embedded backend (kafka-edu only)."),
-        ("zookeeper.session.timeout.ms", INT, 6000, None, "ZooKeeper session timeout."),
-        ("zookeeper.connection.timeout.ms", INT, None, None, "Connect timeout; unset means the session timeout."),
-    ],
-    "4.1 Network layer": [
-        ("listeners", STR, "PLAINTEXT://:9092", None, "Comma-separated PROTOCOL://host:port endpoints."),
-        ("advertised.listeners", STR, None, None, "Endpoints published to clients; unset means listeners."),
-        ("num.network.threads", INT, 3, AT_LEAST_1, "Processor threads per listener."),
-        ("queued.max.requests", INT, 500, AT_LEAST_1, "Capacity of the RequestChannel's request queue."),
-        ("max.connections.per.ip", INT, INT_MAX, AT_LEAST_1, "Connections allowed from one address."),
-        ("max.connections.per.ip.overrides", STR, "", None, "host:count,host:count exceptions."),
-        ("socket.send.buffer.bytes", INT, 102400, None, "SO_SNDBUF; -1 keeps the OS default."),
-        ("socket.receive.buffer.bytes", INT, 102400, None, "SO_RCVBUF; -1 keeps the OS default."),
-        ("socket.request.max.bytes", INT, 104857600, AT_LEAST_1, "Largest request frame accepted."),
-        ("connections.max.idle.ms", LONG, 600000, None, "Idle connections are closed after this."),
-    ],
-    "4.2 API layer": [
-        ("num.io.threads", INT, 8, AT_LEAST_1, "KafkaRequestHandler threads."),
-        ("background.threads", INT, 10, AT_LEAST_1, "Threads of the broker's scheduler."),
-        ("auto.create.topics.enable", BOOL, True, None, "Create a topic on a metadata request for it."),
-        ("num.partitions", INT, 1, AT_LEAST_1, "Partitions of an auto-created topic."),
-        ("default.replication.factor", INT, 1, AT_LEAST_1, "Replication factor of an auto-created topic."),
-        ("delete.topic.enable", BOOL, False, None, "Allow DeleteTopics (false in 0.10, true from 1.0)."),
-        ("request.timeout.ms", INT, 30000, None, "Timeout of the broker's own requests."),
-    ],
-    "4.3 Log storage": [
-        ("log.dirs", STR, None, None, "Comma-separated data directories; unset means log.dir."),
-        ("log.dir", STR, "/tmp/kafka-logs", None, "The data directory when log.dirs is unset."),
-        ("log.segment.bytes", INT, 1073741824, Range.at_least(14), "Roll a segment at this size."),
-        ("log.roll.ms", LONG, None, None, "Roll a segment at this age; overrides log.roll.hours."),
-        ("log.roll.hours", INT, 168, AT_LEAST_1, "Roll a segment at this age."),
-        ("log.roll.jitter.ms", LONG, None, None, "Random jitter subtracted from the roll age."),
-        ("log.roll.jitter.hours", INT, 0, AT_LEAST_0, "Jitter in hours when log.roll.jitter.ms is unset."),
-        ("log.index.size.max.bytes", INT, 10485760, Range.at_least(4), "Preallocated size of an index file."),
-        ("log.index.interval.bytes", INT, 4096, AT_LEAST_0, "Bytes between two offset-index entries."),
-        ("log.flush.interval.messages", LONG, LONG_MAX, AT_LEAST_1, "fsync after this many messages."),
-        ("log.flush.interval.ms", LONG, None, None, "fsync after this time; unset: the scheduler interval."),
-        ("log.flush.scheduler.interval.ms", LONG, LONG_MAX, None, "How often the flusher checks logs."),
-        ("log.flush.offset.checkpoint.interval.ms", INT, 60000, AT_LEAST_0,
-         "How often recovery points are checkpointed."),
-        ("log.retention.ms", LONG, None, None, "Retention by age; wins over minutes and hours."),
-        ("log.retention.minutes", INT, None, None, "Retention by age; wins over hours."),
-        ("log.retention.hours", INT, 168, None, "Retention by age."),
-        ("log.retention.bytes", LONG, -1, None, "Retention by size per partition; -1 is unlimited."),
-        ("log.retention.check.interval.ms", LONG, 300000, AT_LEAST_1, "How often retention runs."),
-        ("log.segment.delete.delay.ms", LONG, 60000, AT_LEAST_0, "Delay before a .deleted file is removed."),
-        ("log.cleanup.policy", LIST, "delete", ValidString.in_("delete", "compact"), "delete or compact."),
-        ("log.preallocate", BOOL, False, None, "Preallocate segment files."),
-        ("message.max.bytes", INT, 1000012, AT_LEAST_0, "Largest record batch the broker accepts."),
-        ("compression.type", STR, "producer", COMPRESSION, "Codec of stored batches; producer keeps the sender's."),
-        ("log.message.format.version", STR, "0.11.0", None,
-         "Stored format: 0.8.x/0.9.x magic 0, 0.10.x magic 1, 0.11.0+ v2 (Beyond 0.10: 0.10 defaulted to 0.10.0)."),
-        ("log.message.timestamp.type", STR, "CreateTime", TIMESTAMP_TYPES, "CreateTime or LogAppendTime."),
-        ("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, AT_LEAST_0,
-         "Largest CreateTime skew accepted."),
-        ("num.recovery.threads.per.data.dir", INT, 1, AT_LEAST_1, "Threads loading logs at start-up."),
-        ("log.cleaner.enable", BOOL, True, None, "Run the log cleaner (compaction)."),
-        ("log.cleaner.threads", INT, 1, AT_LEAST_0, "Cleaner threads."),
-        ("log.cleaner.dedupe.buffer.size", LONG, 134217728, None, "Memory of the cleaner's offset map."),
-        ("log.cleaner.io.buffer.size", INT, 524288, AT_LEAST_0, "Cleaner read/write buffer."),
-        ("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, None, "Load factor of the offset map."),
-        ("log.cleaner.io.max.bytes.per.second", DOUBLE, 1.7976931348623157e308, None, "Cleaner I/O throttle."),
-        ("log.cleaner.backoff.ms", LONG, 15000, AT_LEAST_0, "Sleep when there is nothing to clean."),
-        ("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, Range.between(0, 1), "Dirty ratio that makes a log cleanable."),
-        ("log.cleaner.delete.retention.ms", LONG, 86400000, AT_LEAST_0, "How long tombstones survive cleaning."),
-    ],
-    "4.4 Purgatory": [
-        ("producer.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed produce ops after this many."),
-        ("fetch.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed fetch ops after this many."),
-        ("max.incremental.fetch.session.cache.slots", INT, 1000, AT_LEAST_0,
-         "Fetch sessions the broker keeps (Beyond 0.10: KIP-227)."),
-        ("min.incremental.fetch.session.eviction.ms", INT, 120000, AT_LEAST_0,
-         "Idle time after which a fetch session may lose its slot (Beyond 0.10)."),
-    ],
-    "4.5 Replication": [
-        ("replica.lag.time.max.ms", LONG, 10000, None, "A follower this far behind leaves the ISR."),
-        ("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, "How often HWs are checkpointed."),
-        ("num.replica.fetchers", INT, 1, AT_LEAST_1, "Fetcher threads per source broker."),
-        ("replica.fetch.max.bytes", INT, 1048576, AT_LEAST_0, "Bytes per partition per follower fetch."),
-        ("replica.fetch.min.bytes", INT, 1, None, "min_bytes of follower fetches."),
-        ("replica.fetch.wait.max.ms", INT, 500, None, "max_wait of follower fetches."),
-        ("replica.fetch.backoff.ms", INT, 1000, AT_LEAST_0, "Back-off after a fetch error."),
-        ("replica.socket.timeout.ms", INT, 30000, None, "Socket timeout of follower fetches."),
-        ("replica.socket.receive.buffer.bytes", INT, 65536, None, "SO_RCVBUF of follower fetches."),
-        ("min.insync.replicas", INT, 1, AT_LEAST_1, "ISR size needed for acks=-1."),
-        ("unclean.leader.election.enable", BOOL, True, None, "Elect out-of-ISR replicas (true in 0.10)."),
-        ("inter.broker.protocol.version", STR, "0.11.0", None,
-         "Protocol brokers speak to each other; below 0.11.0 followers truncate to the high watermark as 0.10 "
-         "did (Beyond 0.10: leader epochs, KIP-101)."),
-    ],
-    "4.6 Controller": [
-        ("controller.socket.timeout.ms", INT, 30000, None, "Socket timeout of controller requests."),
-        ("controlled.shutdown.enable", BOOL, True, None, "Move leadership away before stopping."),
-        ("controlled.shutdown.max.retries", INT, 3, None, "Attempts of a controlled shutdown."),
-        ("controlled.shutdown.retry.backoff.ms", LONG, 5000, None, "Back-off between those attempts."),
-        ("auto.leader.rebalance.enable", BOOL, True, None, "Move leadership back to preferred replicas."),
-        ("leader.imbalance.per.broker.percentage", INT, 10, None, "Imbalance that triggers a rebalance."),
-        ("leader.imbalance.check.interval.seconds", LONG, 300, None, "How often imbalance is checked."),
-    ],
-    "4.7 Group coordinator": [
-        ("group.min.session.timeout.ms", INT, 6000, None, "Smallest session timeout a member may ask."),
-        ("group.max.session.timeout.ms", INT, 300000, None,
-         "Largest session timeout (Beyond 0.10: 30000 in 0.10.0, 300000 from 0.10.1)."),
-        ("offsets.topic.num.partitions", INT, 50, AT_LEAST_1, "Partitions of __consumer_offsets."),
-        ("offsets.topic.replication.factor", INT, 3, AT_LEAST_1, "Replication of __consumer_offsets."),
-        ("offsets.topic.segment.bytes", INT, 104857600, AT_LEAST_1, "Segment size of __consumer_offsets."),
-        ("offsets.retention.minutes", INT, 1440, AT_LEAST_1, "Committed offsets expire after this."),
-        ("offsets.retention.check.interval.ms", LONG, 600000, AT_LEAST_1, "How often offsets expire."),
-        ("offsets.commit.timeout.ms", INT, 5000, AT_LEAST_1, "Timeout of an offset commit's append."),
-        ("offsets.commit.required.acks", INT, -1, Range.between(-1, 1), "acks of the coordinator's appends."),
-        ("offsets.load.buffer.size", INT, 5242880, AT_LEAST_1, "Read size when loading a partition."),
-        ("offsets.topic.compression.codec", INT, 0, Range.between(0, 4),
-         "Codec of the coordinator's records: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."),
-        ("offset.metadata.max.bytes", INT, 4096, None, "Largest metadata string of a commit."),
-    ],
-    "4.8 Security": [
-        ("security.inter.broker.protocol", STR, "PLAINTEXT", None, "Listener protocol between brokers."),
-        ("sasl.enabled.mechanisms", LIST, "GSSAPI", None, "SASL mechanisms the broker accepts."),
-        ("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI", None, "SASL mechanism between brokers."),
-        ("java.security.auth.login.config", STR, None, None, "JAAS file with the KafkaServer section."),
-        ("sasl.server.max.receive.size", INT, 524288, AT_LEAST_1, "Largest SASL token before login."),
-        ("connection.failed.authentication.delay.ms", INT, 100, AT_LEAST_0,
-         "Wait before closing a connection whose login failed."),
-        ("ssl.keystore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the keystore (kafka-edu reads PEM)."),
-        ("ssl.keystore.location", STR, None, None, "PEM file with the broker's certificate and key."),
-        ("ssl.key.password", PASSWORD, None, None, "Password of the private key."),
-        ("ssl.truststore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the truststore (kafka-edu reads PEM)."),
-        ("ssl.truststore.location", STR, None, None, "PEM file of the CAs that sign client certificates."),
-        ("ssl.client.auth", STR, "none", ValidString.in_("none", "requested", "required"),
-         "Whether SSL clients must present a certificate."),
-        ("authorizer.class.name", STR, "", None, "Authorizer; empty allows everything."),
-        ("super.users", STR, None, None, "Semicolon-separated principals that bypass ACLs."),
-        ("allow.everyone.if.no.acl.found", BOOL, False, None, "Allow when a resource has no ACL."),
-    ],
-    "4.9 Monitoring": [
-        ("metrics.num.samples", INT, 2, AT_LEAST_1, "Samples kept per metric window."),
-        ("metrics.sample.window.ms", LONG, 30000, AT_LEAST_1, "Length of a metric sample window."),
-        ("metric.reporters", LIST, "", None, "Extra metric reporter classes."),
-        ("metrics.prometheus.listener", STR, "", None,
-         "Beyond 0.10: serve all metrics in Prometheus format at http://host:port (empty: off)."),
-        ("metrics.jmx.listener", STR, "", None,
-         "Beyond 0.10: serve the broker's beans as JSON at http://host:port, for `kafka-edu jmx` (empty: off)."),
-    ],
-}
+BROKER_KEYS: dict[str, list[tuple]] = {}
 
+BROKER_KEYS["1.4 Getting started"] = [
+    ("broker.id", INT, -1, None, "Unique id of this broker; -1 asks for a generated one."),
+    ("broker.id.generation.enable", BOOL, True, None, "Generate an id when broker.id is -1."),
+    ("reserved.broker.max.id", INT, 1000, AT_LEAST_0, "Generated ids start above this."),
+    ("broker.rack", STR, None, None,
+     "Rack of the broker. This will be used in rack aware replication assignment for fault tolerance."),
+    ("zookeeper.connect", STR, None, None,
+     "host:port[,host:port][/chroot]; unset runs on the embedded backend (kafka-edu only)."),
+    ("zookeeper.session.timeout.ms", INT, 6000, None, "ZooKeeper session timeout."),
+    ("zookeeper.connection.timeout.ms", INT, None, None, "Connect timeout; unset means the session timeout."),
+
+]
+
+BROKER_KEYS["4.1 Network layer"] = [
+    ("listeners", STR, "PLAINTEXT://:9092", None, "Comma-separated PROTOCOL://host:port endpoints."),
+    ("advertised.listeners", STR, None, None, "Endpoints published to clients; unset means listeners."),
+    ("num.network.threads", INT, 3, AT_LEAST_1, "Processor threads per listener."),
+    ("queued.max.requests", INT, 500, AT_LEAST_1, "Capacity of the RequestChannel's request queue."),
+    ("max.connections.per.ip", INT, INT_MAX, AT_LEAST_1, "Connections allowed from one address."),
+    ("max.connections.per.ip.overrides", STR, "", None, "host:count,host:count exceptions."),
+    ("socket.send.buffer.bytes", INT, 102400, None, "SO_SNDBUF; -1 keeps the OS default."),
+    ("socket.receive.buffer.bytes", INT, 102400, None, "SO_RCVBUF; -1 keeps the OS default."),
+    ("socket.request.max.bytes", INT, 104857600, AT_LEAST_1, "Largest request frame accepted."),
+    ("connections.max.idle.ms", LONG, 600000, None, "Idle connections are closed after this."),
+
+]
+
+BROKER_KEYS["4.2 API layer"] = [
+    ("num.io.threads", INT, 8, AT_LEAST_1, "KafkaRequestHandler threads."),
+    ("background.threads", INT, 10, AT_LEAST_1, "Threads of the broker's scheduler."),
+    ("auto.create.topics.enable", BOOL, True, None, "Create a topic on a metadata request for it."),
+    ("num.partitions", INT, 1, AT_LEAST_1, "Partitions of an auto-created topic."),
+    ("default.replication.factor", INT, 1, AT_LEAST_1, "Replication factor of an auto-created topic."),
+    ("delete.topic.enable", BOOL, False, None, "Allow DeleteTopics (false in 0.10, true from 1.0)."),
+    ("request.timeout.ms", INT, 30000, None, "Timeout of the broker's own requests."),
+
+]
+
+
+# %% book/ch4_server/0001_kafka_config.ipynb cbbd7952
+BROKER_KEYS["4.3 Log storage"] = [
+    ("log.dirs", STR, None, None, "Comma-separated data directories; unset means log.dir."),
+    ("log.dir", STR, "/tmp/kafka-logs", None, "The data directory when log.dirs is unset."),
+    ("log.segment.bytes", INT, 1073741824, Range.at_least(14), "Roll a segment at this size."),
+    ("log.roll.ms", LONG, None, None, "Roll a segment at this age; overrides log.roll.hours."),
+    ("log.roll.hours", INT, 168, AT_LEAST_1, "Roll a segment at this age."),
+    ("log.roll.jitter.ms", LONG, None, None, "Random jitter subtracted from the roll age."),
+    ("log.roll.jitter.hours", INT, 0, AT_LEAST_0, "Jitter in hours when log.roll.jitter.ms is unset."),
+    ("log.index.size.max.bytes", INT, 10485760, Range.at_least(4), "Preallocated size of an index file."),
+    ("log.index.interval.bytes", INT, 4096, AT_LEAST_0, "Bytes between two offset-index entries."),
+    ("log.flush.interval.messages", LONG, LONG_MAX, AT_LEAST_1, "fsync after this many messages."),
+    ("log.flush.interval.ms", LONG, None, None, "fsync after this time; unset: the scheduler interval."),
+    ("log.flush.scheduler.interval.ms", LONG, LONG_MAX, None, "How often the flusher checks logs."),
+    ("log.flush.offset.checkpoint.interval.ms", INT, 60000, AT_LEAST_0,
+     "How often recovery points are checkpointed."),
+    ("log.retention.ms", LONG, None, None, "Retention by age; wins over minutes and hours."),
+    ("log.retention.minutes", INT, None, None, "Retention by age; wins over hours."),
+    ("log.retention.hours", INT, 168, None, "Retention by age."),
+    ("log.retention.bytes", LONG, -1, None, "Retention by size per partition; -1 is unlimited."),
+    ("log.retention.check.interval.ms", LONG, 300000, AT_LEAST_1, "How often retention runs."),
+    ("log.segment.delete.delay.ms", LONG, 60000, AT_LEAST_0, "Delay before a .deleted file is removed."),
+    ("log.cleanup.policy", LIST, "delete", ValidString.in_("delete", "compact"), "delete or compact."),
+    ("log.preallocate", BOOL, False, None, "Preallocate segment files."),
+    ("message.max.bytes", INT, 1000012, AT_LEAST_0, "Largest record batch the broker accepts."),
+    ("compression.type", STR, "producer", COMPRESSION, "Codec of stored batches; producer keeps the sender's."),
+    ("log.message.format.version", STR, "0.11.0", None,
+     "Stored format: 0.8.x/0.9.x magic 0, 0.10.x magic 1, 0.11.0+ v2 (Beyond 0.10: 0.10 defaulted to 0.10.0)."),
+    ("log.message.timestamp.type", STR, "CreateTime", TIMESTAMP_TYPES, "CreateTime or LogAppendTime."),
+    ("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, AT_LEAST_0,
+     "Largest CreateTime skew accepted."),
+    ("num.recovery.threads.per.data.dir", INT, 1, AT_LEAST_1, "Threads loading logs at start-up."),
+    ("log.cleaner.enable", BOOL, True, None, "Run the log cleaner (compaction)."),
+    ("log.cleaner.threads", INT, 1, AT_LEAST_0, "Cleaner threads."),
+    ("log.cleaner.dedupe.buffer.size", LONG, 134217728, None, "Memory of the cleaner's offset map."),
+    ("log.cleaner.io.buffer.size", INT, 524288, AT_LEAST_0, "Cleaner read/write buffer."),
+    ("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9, None, "Load factor of the offset map."),
+    ("log.cleaner.io.max.bytes.per.second", DOUBLE, 1.7976931348623157e308, None, "Cleaner I/O throttle."),
+    ("log.cleaner.backoff.ms", LONG, 15000, AT_LEAST_0, "Sleep when there is nothing to clean."),
+    ("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, Range.between(0, 1), "Dirty ratio that makes a log cleanable."),
+    ("log.cleaner.delete.retention.ms", LONG, 86400000, AT_LEAST_0, "How long tombstones survive cleaning."),
+
+]
+
+
+# %% book/ch4_server/0001_kafka_config.ipynb cb8f9127
+BROKER_KEYS["4.4 Purgatory"] = [
+    ("producer.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed produce ops after this many."),
+    ("fetch.purgatory.purge.interval.requests", INT, 1000, None, "Purge completed fetch ops after this many."),
+    ("max.incremental.fetch.session.cache.slots", INT, 1000, AT_LEAST_0,
+     "Fetch sessions the broker keeps (Beyond 0.10: KIP-227)."),
+    ("min.incremental.fetch.session.eviction.ms", INT, 120000, AT_LEAST_0,
+     "Idle time after which a fetch session may lose its slot (Beyond 0.10)."),
+
+]
+
+BROKER_KEYS["4.5 Replication"] = [
+    ("replica.lag.time.max.ms", LONG, 10000, None, "A follower this far behind leaves the ISR."),
+    ("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, "How often HWs are checkpointed."),
+    ("num.replica.fetchers", INT, 1, AT_LEAST_1, "Fetcher threads per source broker."),
+    ("replica.fetch.max.bytes", INT, 1048576, AT_LEAST_0, "Bytes per partition per follower fetch."),
+    ("replica.fetch.min.bytes", INT, 1, None, "min_bytes of follower fetches."),
+    ("replica.fetch.wait.max.ms", INT, 500, None, "max_wait of follower fetches."),
+    ("replica.fetch.backoff.ms", INT, 1000, AT_LEAST_0, "Back-off after a fetch error."),
+    ("replica.socket.timeout.ms", INT, 30000, None, "Socket timeout of follower fetches."),
+    ("replica.socket.receive.buffer.bytes", INT, 65536, None, "SO_RCVBUF of follower fetches."),
+    ("min.insync.replicas", INT, 1, AT_LEAST_1, "ISR size needed for acks=-1."),
+    ("unclean.leader.election.enable", BOOL, True, None, "Elect out-of-ISR replicas (true in 0.10)."),
+    ("inter.broker.protocol.version", STR, "0.11.0", None,
+     "Protocol brokers speak to each other; below 0.11.0 followers truncate to the high watermark as 0.10 "
+     "did (Beyond 0.10: leader epochs, KIP-101)."),
+
+]
+
+BROKER_KEYS["4.6 Controller"] = [
+    ("controller.socket.timeout.ms", INT, 30000, None, "Socket timeout of controller requests."),
+    ("controlled.shutdown.enable", BOOL, True, None, "Move leadership away before stopping."),
+    ("controlled.shutdown.max.retries", INT, 3, None, "Attempts of a controlled shutdown."),
+    ("controlled.shutdown.retry.backoff.ms", LONG, 5000, None, "Back-off between those attempts."),
+    ("auto.leader.rebalance.enable", BOOL, True, None, "Move leadership back to preferred replicas."),
+    ("leader.imbalance.per.broker.percentage", INT, 10, None, "Imbalance that triggers a rebalance."),
+    ("leader.imbalance.check.interval.seconds", LONG, 300, None, "How often imbalance is checked."),
+
+]
+
+BROKER_KEYS["4.7 Group coordinator"] = [
+    ("group.min.session.timeout.ms", INT, 6000, None, "Smallest session timeout a member may ask."),
+    ("group.max.session.timeout.ms", INT, 300000, None,
+     "Largest session timeout (Beyond 0.10: 30000 in 0.10.0, 300000 from 0.10.1)."),
+    ("offsets.topic.num.partitions", INT, 50, AT_LEAST_1, "Partitions of __consumer_offsets."),
+    ("offsets.topic.replication.factor", INT, 3, AT_LEAST_1, "Replication of __consumer_offsets."),
+    ("offsets.topic.segment.bytes", INT, 104857600, AT_LEAST_1, "Segment size of __consumer_offsets."),
+    ("offsets.retention.minutes", INT, 1440, AT_LEAST_1, "Committed offsets expire after this."),
+    ("offsets.retention.check.interval.ms", LONG, 600000, AT_LEAST_1, "How often offsets expire."),
+    ("offsets.commit.timeout.ms", INT, 5000, AT_LEAST_1, "Timeout of an offset commit's append."),
+    ("offsets.commit.required.acks", INT, -1, Range.between(-1, 1), "acks of the coordinator's appends."),
+    ("offsets.load.buffer.size", INT, 5242880, AT_LEAST_1, "Read size when loading a partition."),
+    ("offsets.topic.compression.codec", INT, 0, Range.between(0, 4),
+     "Codec of the coordinator's records: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."),
+    ("offset.metadata.max.bytes", INT, 4096, None, "Largest metadata string of a commit."),
+
+]
+
+
+# %% book/ch4_server/0001_kafka_config.ipynb 44354475
+BROKER_KEYS["4.8 Security"] = [
+    ("security.inter.broker.protocol", STR, "PLAINTEXT", None, "Listener protocol between brokers."),
+    ("sasl.enabled.mechanisms", LIST, "GSSAPI", None, "SASL mechanisms the broker accepts."),
+    ("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI", None, "SASL mechanism between brokers."),
+    ("java.security.auth.login.config", STR, None, None, "JAAS file with the KafkaServer section."),
+    ("sasl.server.max.receive.size", INT, 524288, AT_LEAST_1, "Largest SASL token before login."),
+    ("connection.failed.authentication.delay.ms", INT, 100, AT_LEAST_0,
+     "Wait before closing a connection whose login failed."),
+    ("ssl.keystore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the keystore (kafka-edu reads PEM)."),
+    ("ssl.keystore.location", STR, None, None, "PEM file with the broker's certificate and key."),
+    ("ssl.key.password", PASSWORD, None, None, "Password of the private key."),
+    ("ssl.truststore.type", STR, "PEM", ValidString.in_("PEM"), "Format of the truststore (kafka-edu reads PEM)."),
+    ("ssl.truststore.location", STR, None, None, "PEM file of the CAs that sign client certificates."),
+    ("ssl.client.auth", STR, "none", ValidString.in_("none", "requested", "required"),
+     "Whether SSL clients must present a certificate."),
+    ("authorizer.class.name", STR, "", None, "Authorizer; empty allows everything."),
+    ("super.users", STR, None, None, "Semicolon-separated principals that bypass ACLs."),
+    ("allow.everyone.if.no.acl.found", BOOL, False, None, "Allow when a resource has no ACL."),
+
+]
+
+BROKER_KEYS["4.9 Monitoring"] = [
+    ("metrics.num.samples", INT, 2, AT_LEAST_1, "Samples kept per metric window."),
+    ("metrics.sample.window.ms", LONG, 30000, AT_LEAST_1, "Length of a metric sample window."),
+    ("metric.reporters", LIST, "", None, "Extra metric reporter classes."),
+    ("metrics.prometheus.listener", STR, "", None,
+     "Beyond 0.10: serve all metrics in Prometheus format at http://host:port (empty: off)."),
+    ("metrics.jmx.listener", STR, "", None,
+     "Beyond 0.10: serve the broker's beans as JSON at http://host:port, for `kafka-edu jmx` (empty: off)."),
+
+]
 
 def _definition() -> ConfigDef:
     config_def = ConfigDef()
@@ -235,6 +259,7 @@ def message_format_magic(name: str, version: str) -> int:
     return 2
 
 
+# %% book/ch4_server/0001_kafka_config.ipynb 1a8b9e7b
 class KafkaConfig:
     """The broker's parsed configuration: Kafka's key names plus a few derived values."""
 

@@ -202,88 +202,96 @@ class _Lifecycle:
                 self.shutdown()
                 raise
 
-    def _startup(self) -> None:
-        config = self.config
-        try:
-            self.zk_client = create_zk_client(config, self.embedded_zookeeper, name=f"broker-{config['broker.id']}")
-        except ConnectionLossError:
-            raise ZooKeeperUnreachableError(
-                f"cannot connect to ZooKeeper at {config['zookeeper.connect']} within "
-                f"{config.zookeeper_connection_timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
-        self.zk_utils = ZkUtils(self.zk_client, self.time)
-        for directory in config.log_dirs:
-            os.makedirs(directory, exist_ok=True)
-        if self.embedded:
-            self.snapshot = EmbeddedZooKeeperSnapshot(self.zk_client, os.path.join(config.log_dirs[0],
-                                                                                   EMBEDDED_SNAPSHOT_FILE))
-            if not self.zk_client.exists("/brokers"):
-                restored = self.snapshot.restore()
-                if restored:
-                    log.info("restored %d znodes of the embedded ZooKeeper", restored)
-        self.zk_utils.setup_common_paths()
-        checkpoints = [BrokerMetadataCheckpoint(os.path.join(d, META_PROPERTIES)) for d in config.log_dirs]
-        stored = self._read_broker_metadata(checkpoints)
-        self.cluster_id = self._get_or_create_cluster_id(stored)
-        self.broker_id = self._get_broker_id(stored)
-        if self.broker_id != config["broker.id"]:
-            self.config = config = KafkaConfig({**config.originals, "broker.id": self.broker_id}, warn_unknown=False)
-        for checkpoint in checkpoints:
-            checkpoint.write(BrokerMetadata(self.broker_id, self.cluster_id))
 
-        self.scheduler = KafkaScheduler(config["background.threads"], time=self.time)
-        self.scheduler.startup()
-        self._start_metrics()
-        self.log_manager = self._create_log_manager()
-        self.log_manager.startup()
-        self.dynamic_config_manager = topic_config_manager(self.zk_utils, self.log_manager, self.time)
-        self.dynamic_config_manager.startup()
-        self.metadata_cache = MetadataCache(self.broker_id)
-        inter_broker_client_config(config, f"broker-{self.broker_id}")      # 4.8: fail now, not at the first fetch
-        self.socket_server = SocketServer(config, self.time, metrics=self.metrics,
-                                          credentials=ZkScramCredentials(self.zk_utils))
-        self.socket_server.startup()
-        self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
-                                              self.metadata_cache, self.time, self.metrics)
-        self.replica_manager.startup()
-        self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
-        self.group_coordinator_scheduler.startup()
-        self.group_coordinator = GroupCoordinator.create(
-            self.broker_id, config, ReplicaOffsetsStore.from_kafka_config(self.replica_manager, config),
-            self.group_coordinator_scheduler, self.time)
-        self.group_coordinator.startup()
-        self.replica_manager.leadership_listeners.append(functools.partial(on_leadership_change,
-                                                                           self.group_coordinator))
-        if self.embedded:
-            self._register_orphan_logs()
-            self.scheduler.schedule("embedded-zookeeper-snapshot", self.snapshot.save,
-                                    EMBEDDED_SNAPSHOT_INTERVAL_MS, EMBEDDED_SNAPSHOT_INTERVAL_MS)
-        self.controller = KafkaController(config, self.zk_utils, self.replica_manager, time=self.time,
-                                          metrics=self.metrics)
-        self.controller.startup()
-        self.admin_manager = AdminManager(config, self.zk_utils, self.metadata_cache, self.time)
-        self.producer_id_manager = ProducerIdManager(self.broker_id, self.zk_utils,
-                                                     lambda: self.replica_manager.largest_producer_id() + 1)
-        self.apis = KafkaApis(self.socket_server.request_channel, self.replica_manager, self.admin_manager,
-                              self.controller, self.metadata_cache, self.zk_utils, config, self.cluster_id,
-                              self.producer_id_manager, self.time)
-        GroupApis(self.apis, self.group_coordinator, self.admin_manager, self.metadata_cache).register()
-        LeaderEpochApis(self.apis, self.replica_manager).register()
-        self.request_handler_pool = KafkaRequestHandlerPool(self.broker_id, self.socket_server.request_channel,
-                                                            self.apis.handle, config["num.io.threads"], self.time)
-        self.broker_state.new_state(BrokerStates.RUNNING_AS_BROKER)
-        self.zk_client.add_state_listener(self._on_session_state)
-        self._register_broker()
-        self.zk_client.await_events()
-        log.info("[Kafka Server %d], started (cluster id %s)", self.broker_id, self.cluster_id)
+# %% book/ch4_server/0002_kafka_server.ipynb e125bc06
+def _startup(self) -> None:
+    config = self.config
+    try:
+        self.zk_client = create_zk_client(config, self.embedded_zookeeper, name=f"broker-{config['broker.id']}")
+    except ConnectionLossError:
+        raise ZooKeeperUnreachableError(
+            f"cannot connect to ZooKeeper at {config['zookeeper.connect']} within "
+            f"{config.zookeeper_connection_timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
+    self.zk_utils = ZkUtils(self.zk_client, self.time)
+    for directory in config.log_dirs:
+        os.makedirs(directory, exist_ok=True)
+    if self.embedded:
+        self.snapshot = EmbeddedZooKeeperSnapshot(self.zk_client, os.path.join(config.log_dirs[0],
+                                                                               EMBEDDED_SNAPSHOT_FILE))
+        if not self.zk_client.exists("/brokers"):
+            restored = self.snapshot.restore()
+            if restored:
+                log.info("restored %d znodes of the embedded ZooKeeper", restored)
+    self.zk_utils.setup_common_paths()
+    checkpoints = [BrokerMetadataCheckpoint(os.path.join(d, META_PROPERTIES)) for d in config.log_dirs]
+    stored = self._read_broker_metadata(checkpoints)
+    self.cluster_id = self._get_or_create_cluster_id(stored)
+    self.broker_id = self._get_broker_id(stored)
+    if self.broker_id != config["broker.id"]:
+        self.config = config = KafkaConfig({**config.originals, "broker.id": self.broker_id}, warn_unknown=False)
+    for checkpoint in checkpoints:
+        checkpoint.write(BrokerMetadata(self.broker_id, self.cluster_id))
 
-    def _start_metrics(self) -> None:
-        """The broker's one registry (chapter 4.9), its beans, and the optional HTTP endpoints (Beyond 0.10)."""
-        config = self.config
-        self.metrics = metrics_from_config(config, "kafka.server", self.time, self.mbean_server, enable_expiration=True)
-        listener = config["metrics.prometheus.listener"]
-        self.prometheus = serve_prometheus(self.metrics, listener) if listener else None
-        listener = config["metrics.jmx.listener"]
-        self.jmx_endpoint = serve_jmx(self.mbean_server, listener) if listener else None
+    self.scheduler = KafkaScheduler(config["background.threads"], time=self.time)
+    self.scheduler.startup()
+    self._start_metrics()
+    self.log_manager = self._create_log_manager()
+    self.log_manager.startup()
+    self.dynamic_config_manager = topic_config_manager(self.zk_utils, self.log_manager, self.time)
+    self.dynamic_config_manager.startup()
+    self.metadata_cache = MetadataCache(self.broker_id)
+    inter_broker_client_config(config, f"broker-{self.broker_id}")      # 4.8: fail now, not at the first fetch
+    self.socket_server = SocketServer(config, self.time, metrics=self.metrics,
+                                      credentials=ZkScramCredentials(self.zk_utils))
+    self.socket_server.startup()
+    self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
+                                          self.metadata_cache, self.time, self.metrics)
+    self.replica_manager.startup()
+    self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
+    self.group_coordinator_scheduler.startup()
+    self.group_coordinator = GroupCoordinator.create(
+        self.broker_id, config, ReplicaOffsetsStore.from_kafka_config(self.replica_manager, config),
+        self.group_coordinator_scheduler, self.time)
+    self.group_coordinator.startup()
+    self.replica_manager.leadership_listeners.append(functools.partial(on_leadership_change,
+                                                                       self.group_coordinator))
+    if self.embedded:
+        self._register_orphan_logs()
+        self.scheduler.schedule("embedded-zookeeper-snapshot", self.snapshot.save,
+                                EMBEDDED_SNAPSHOT_INTERVAL_MS, EMBEDDED_SNAPSHOT_INTERVAL_MS)
+    self.controller = KafkaController(config, self.zk_utils, self.replica_manager, time=self.time,
+                                      metrics=self.metrics)
+    self.controller.startup()
+    self.admin_manager = AdminManager(config, self.zk_utils, self.metadata_cache, self.time)
+    self.producer_id_manager = ProducerIdManager(self.broker_id, self.zk_utils,
+                                                 lambda: self.replica_manager.largest_producer_id() + 1)
+    self.apis = KafkaApis(self.socket_server.request_channel, self.replica_manager, self.admin_manager,
+                          self.controller, self.metadata_cache, self.zk_utils, config, self.cluster_id,
+                          self.producer_id_manager, self.time)
+    GroupApis(self.apis, self.group_coordinator, self.admin_manager, self.metadata_cache).register()
+    LeaderEpochApis(self.apis, self.replica_manager).register()
+    self.request_handler_pool = KafkaRequestHandlerPool(self.broker_id, self.socket_server.request_channel,
+                                                        self.apis.handle, config["num.io.threads"], self.time)
+    self.broker_state.new_state(BrokerStates.RUNNING_AS_BROKER)
+    self.zk_client.add_state_listener(self._on_session_state)
+    self._register_broker()
+    self.zk_client.await_events()
+    log.info("[Kafka Server %d], started (cluster id %s)", self.broker_id, self.cluster_id)
+
+def _start_metrics(self) -> None:
+    """The broker's one registry (chapter 4.9), its beans, and the optional HTTP endpoints (Beyond 0.10)."""
+    config = self.config
+    self.metrics = metrics_from_config(config, "kafka.server", self.time, self.mbean_server, enable_expiration=True)
+    listener = config["metrics.prometheus.listener"]
+    self.prometheus = serve_prometheus(self.metrics, listener) if listener else None
+    listener = config["metrics.jmx.listener"]
+    self.jmx_endpoint = serve_jmx(self.mbean_server, listener) if listener else None
+
+
+# _Lifecycle gets the methods defined above
+for _method in (_startup, _start_metrics):
+    setattr(_Lifecycle, _method.__name__, _method)
+del (_method, _startup, _start_metrics)
 
 
 # %% book/ch4_server/0002_kafka_server.ipynb 0c54e344

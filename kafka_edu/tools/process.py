@@ -120,15 +120,15 @@ def self_command(*args: str) -> list[str]:
 
 # %% book/ch5_tools/0110_server_processes.ipynb 58608fc7
 DEFAULT_SERVER_PROPERTIES = """\
-# kafka-edu's packaged default: the values of Kafka 0.10's config/server.properties.
+# kafka-edu's packaged default: Kafka 0.10's config/server.properties, on loopback and under ./data.
 broker.id=0
-listeners=PLAINTEXT://:9092
+listeners=PLAINTEXT://127.0.0.1:9092
 num.network.threads=3
 num.io.threads=8
 socket.send.buffer.bytes=102400
 socket.receive.buffer.bytes=102400
 socket.request.max.bytes=104857600
-log.dirs=/tmp/kafka-logs
+log.dirs=./data/kafka-logs
 num.partitions=1
 num.recovery.threads.per.data.dir=1
 log.retention.hours=168
@@ -138,6 +138,27 @@ log.retention.check.interval.ms=300000
 """
 
 
+DEFAULT_ZOOKEEPER_PROPERTIES = """\
+# kafka-edu's packaged default: Kafka 0.10's config/zookeeper.properties, on loopback and under ./data.
+dataDir=./data/zookeeper
+clientPort=2181
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+tickTime=2000
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok,stat,mntr
+"""
+
+
 def server_properties(path: str | None) -> dict[str, str]:
     """A broker's properties: the file at `path` (OSError if unreadable), or the packaged default."""
     return load_properties(path) if path else parse_properties(DEFAULT_SERVER_PROPERTIES)
+
+
+def default_zookeeper_config(directory: Path = Path("data")) -> Path:
+    """Write the packaged ZooKeeper default, with an absolute dataDir, to `directory`: its path."""
+    data_dir = (directory / "zookeeper").resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "zookeeper.properties"
+    config.write_text(DEFAULT_ZOOKEEPER_PROPERTIES.replace("dataDir=./data/zookeeper", f"dataDir={data_dir}"))
+    return config

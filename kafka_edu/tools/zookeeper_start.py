@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from kafka_edu.common.config import load_properties
-from kafka_edu.tools.process import (ZOOKEEPER_PID_FILE, ZOOKEEPER_PROCESS, DaemonError, read_pid, running,
-                                     start_daemon)
+from kafka_edu.tools.process import (ZOOKEEPER_PID_FILE, ZOOKEEPER_PROCESS, DaemonError, default_zookeeper_config,
+                                     read_pid, running, start_daemon)
 
 COMMAND = "zookeeper-start"
-HELP = "Start Debian's ZooKeeper standalone: kafka-edu zookeeper-start [--daemon] config/zookeeper.properties"
+HELP = "Start Debian's ZooKeeper standalone: kafka-edu zookeeper-start [--daemon] [config/zookeeper.properties]"
 DEFAULT_CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 
 
@@ -24,7 +24,9 @@ class ZooKeeperSetupError(RuntimeError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", metavar="zookeeper.properties", help="ZooKeeper's configuration (zoo.cfg syntax)")
+    parser.add_argument("config", nargs="?", metavar="zookeeper.properties",
+                        help="ZooKeeper's configuration (zoo.cfg syntax; default: the packaged default, port 2181 "
+                             "on 127.0.0.1, data in ./data/zookeeper)")
     parser.add_argument("--daemon", action="store_true", help="run in the background; return once it serves")
     parser.add_argument("--log-file", metavar="FILE", help="with --daemon: its output (default <dataDir>/zookeeper.out)")
     parser.add_argument("--heap", default="256m", metavar="SIZE", help="the JVM's -Xmx (default 256m)")
@@ -69,7 +71,11 @@ def serving(host: str, port: int) -> bool:
 
 
 def run(args) -> int:
-    config = Path(args.config)
+    if args.config is None:
+        config = default_zookeeper_config()
+        print(f"no zookeeper.properties given: kafka-edu's packaged default, written to {config}", flush=True)
+    else:
+        config = Path(args.config)
     try:
         props = zookeeper_settings(config)
         command = zookeeper_command(config, args.heap)

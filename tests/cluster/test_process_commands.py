@@ -11,7 +11,8 @@ import pytest
 from broker_process import KAFKA_EDU
 from external import ZOOKEEPER_JARS, free_port, require
 
-from kafka_edu.tools.process import SERVER_PID_FILE, SERVER_PROCESS, ZOOKEEPER_PID_FILE, read_pid, running
+from kafka_edu.tools.process import (SERVER_PID_FILE, SERVER_PROCESS, ZOOKEEPER_PID_FILE, ZOOKEEPER_PROCESS, read_pid,
+                                     running)
 
 
 def kafka_edu(*args, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -58,7 +59,7 @@ def test_zookeeper_start_without_java_or_settings_is_one_line_and_status_1(tmp_p
     assert no_data_dir.returncode == 1 and "sets no dataDir" in no_data_dir.stderr
     missing = kafka_edu("zookeeper-start", "nonexistent.properties", cwd=tmp_path)
     assert missing.returncode == 1 and "cannot read nonexistent.properties" in missing.stderr
-    assert kafka_edu("zookeeper-start", cwd=tmp_path).returncode == 2
+    assert kafka_edu("zookeeper-start", "a.properties", "b.properties", cwd=tmp_path).returncode == 2
 
 
 @pytest.mark.zookeeper
@@ -82,3 +83,18 @@ def test_server_start_daemon_reports_the_brokers_own_error(zookeeper, tmp_path):
         stopped = kafka_edu("server-stop", "--config", "server.properties", cwd=tmp_path)
     assert stopped.returncode == 0 and stopped.stdout.strip() == f"stopped broker process {pid}"
     assert not running(pid, SERVER_PROCESS) and not (tmp_path / "logs" / SERVER_PID_FILE).exists()
+
+
+@pytest.mark.zookeeper
+def test_zookeeper_start_without_a_file_runs_the_packaged_default(zookeeper_config, tmp_path):
+    """No config/: port 2181 on loopback, data under ./data/zookeeper, the written file named on stdout."""
+    started = kafka_edu("zookeeper-start", "--daemon", cwd=tmp_path)
+    written = tmp_path / "data" / "zookeeper" / "zookeeper.properties"
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"packaged default, written to {written}" in started.stdout
+        assert "serving on 127.0.0.1:2181" in started.stdout
+        assert running(read_pid(tmp_path / "data" / "zookeeper" / ZOOKEEPER_PID_FILE), ZOOKEEPER_PROCESS)
+    finally:
+        stopped = kafka_edu("zookeeper-stop", str(written), cwd=tmp_path)
+    assert stopped.returncode == 0, stopped.stderr

@@ -180,3 +180,24 @@ def test_control_batches_are_skipped_and_stepped_over():
     assert fetcher.fetched_records() == {} and subs.position(P0) == 4
     answer(batch(4, 1))
     assert offsets(fetcher.fetched_records()) == [4] and subs.position(P0) == 5
+
+
+def test_the_partition_being_returned_is_fetched_ahead_and_a_seek_drops_that_fetch():
+    from kafka_edu.clients.consumer.fetcher import CompletedFetch
+    from kafka_edu.common.protocol.errors import Errors
+
+    subs, fetcher, answer = offline_fetcher(max_poll_records=4)
+    assert fetcher._fetch_offsets() == {P0: 0}
+    answer(batch(0, 10))
+    assert fetcher._fetch_offsets() == {}                   # a completed fetch is waiting: no second one
+    assert offsets(fetcher.fetched_records()) == [0, 1, 2, 3]
+    assert fetcher._fetch_offsets() == {P0: 10}             # from where the buffered records end, not 4
+    fetcher.completed_fetches.append(CompletedFetch(P0, 10, Errors.NONE, 100, batch(10, 2)))
+    assert fetcher._fetch_offsets() == {}
+    assert offsets(fetcher.fetched_records()) == [4, 5, 6, 7]
+    assert offsets(fetcher.fetched_records()) == [8, 9, 10, 11] and subs.position(P0) == 12
+    answer(batch(12, 6))
+    assert offsets(fetcher.fetched_records()) == [12, 13, 14, 15]
+    fetcher.completed_fetches.append(CompletedFetch(P0, 18, Errors.NONE, 100, batch(18, 1)))
+    subs.seek(P0, 3)                                        # both the rest and the fetch ahead are stale now
+    assert fetcher.fetched_records() == {} and fetcher._fetch_offsets() == {P0: 3}

@@ -75,7 +75,7 @@ BAD_ARGUMENTS = [
     ["server-stop"],
     ["jmx", "--reporting-interval", "0"],
     ["jmx", "--jmx-url", "ftp://host"],
-    ["zookeeper-start"],
+    ["zookeeper-start", "a.properties", "b.properties"],
     ["zookeeper-stop"],
 ]
 

@@ -86,7 +86,7 @@ class PartitionRecords:
         return taken
 
 
-# %% book/ch3_consumer/0408_fetcher.ipynb caf628c0
+# %% book/ch3_consumer/0408_fetcher.ipynb b94d0667
 class Fetcher:
     """Fetch requests to partition leaders, completed fetches, and records for poll()."""
 
@@ -107,138 +107,6 @@ class Fetcher:
         self._next_in_line: PartitionRecords | None = None      # the fetch poll() is in the middle of
         self.sensors = None if metrics is None else FetchManagerMetrics(metrics, client.client.client_id)  # 4.9
 
-    # --- sending fetches ----------------------------------------------------------------------
-    def _fetchable_partitions(self) -> list[TopicPartition]:
-        """Fetchable, and nothing already buffered for it (we fetch a partition again only when drained)."""
-        buffered = {f.partition for f in self.completed_fetches}
-        if self._next_in_line is not None and self._next_in_line.remaining():
-            buffered.add(self._next_in_line.partition)
-        return [tp for tp in self.subscriptions.fetchable_partitions() if tp not in buffered]
-
-    def create_fetch_requests(self) -> dict[Node, dict]:
-        cluster = self.metadata.fetch()
-        by_node: dict[Node, dict[str, list[dict]]] = {}
-        for tp in self._fetchable_partitions():
-            leader = cluster.leader_for(tp)
-            if leader is None:
-                self.metadata.request_update()
-                continue
-            if self.client.pending_request_count(leader.id_string) > 0:
-                continue                                 # one fetch per node at a time
-            topics = by_node.setdefault(leader, {})
-            topics.setdefault(tp.topic, []).append({"partition": tp.partition,
-                                                    "fetch_offset": self.subscriptions.position(tp),
-                                                    "partition_max_bytes": self.max_partition_fetch_bytes})
-        return {node: {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms, "min_bytes": self.fetch_min_bytes,
-                       "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                       "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                       "forgotten_topics_data": []}
-                for node, topics in by_node.items()}
-
-    def send_fetches(self) -> int:
-        """Queue one FetchRequest per leader that has fetchable partitions; returns how many."""
-        requests = self.create_fetch_requests()
-        for node, body in requests.items():
-            offsets = {TopicPartition(t["topic"], p["partition"]): p["fetch_offset"]
-                       for t in body["topics"] for p in t["partitions"]}
-            self.client.send(node, ApiKeys.FETCH, body).add_listener(
-                lambda response, offsets=offsets, sent_ms=self.time.milliseconds():
-                    self._handle_fetch_response(offsets, response, sent_ms),
-                lambda error, node=node: log.debug("fetch from node %s failed: %s", node, error))
-        return len(requests)
-
-    def _handle_fetch_response(self, offsets: dict[TopicPartition, int], response, sent_ms: int = -1) -> None:
-        if self.sensors is not None:
-            self.sensors.record_fetch(self.time.milliseconds() - sent_ms, response.get("throttle_time_ms", 0),
-                                      self.time.milliseconds())
-        for topic in response["responses"]:
-            for partition in topic["partitions"]:
-                tp = TopicPartition(topic["topic"], partition["partition_index"])
-                if tp in offsets:
-                    self.completed_fetches.append(CompletedFetch(
-                        tp, offsets[tp], Errors.for_code(partition["error_code"]), partition["high_watermark"],
-                        partition["records"] or b""))
-
-    # --- turning completed fetches into records -----------------------------------------------
-    def fetched_records(self) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """At most max.poll.records records, advancing each partition's position past them."""
-        drained: dict[TopicPartition, list[ConsumerRecord]] = {}
-        budget = self.max_poll_records
-        while budget > 0:
-            if self._next_in_line is None or not self._next_in_line.remaining():
-                if not self.completed_fetches:
-                    break
-                self._next_in_line = self._parse(self.completed_fetches.popleft())
-                continue
-            part = self._next_in_line
-            tp = part.partition
-            if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != part.fetch_offset:
-                self._next_in_line = None                   # paused, revoked or seeked meanwhile: drop it
-                continue
-            taken = part.take(budget)
-            part.fetch_offset = taken[-1].offset + 1 if part.remaining() else part.next_offset
-            self.subscriptions.seek(tp, part.fetch_offset)
-            drained.setdefault(tp, []).extend(taken)
-            budget -= len(taken)
-        return drained
-
-    def _parse(self, fetch: CompletedFetch) -> PartitionRecords | None:
-        tp = fetch.partition
-        if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != fetch.fetch_offset:
-            return None                                        # stale: the position moved since we asked
-        if fetch.error is Errors.NONE:
-            records, next_offset = self._decode(tp, fetch)
-            if self.sensors is not None:
-                self.sensors.record_partition(tp, len(fetch.records), len(records),
-                                              fetch.high_watermark - next_offset, self.time.milliseconds())
-            if records:
-                return PartitionRecords(tp, fetch.fetch_offset, records, next_offset)
-            if next_offset > fetch.fetch_offset:
-                self.subscriptions.seek(tp, next_offset)       # only batches with nothing to return
-            return None
-        if fetch.error is Errors.OFFSET_OUT_OF_RANGE:
-            if not self.subscriptions.has_default_offset_reset_policy():
-                raise NoOffsetForPartitionError([tp])
-            log.info("fetch offset %s is out of range for %s, resetting", fetch.fetch_offset, tp)
-            self.subscriptions.need_offset_reset(tp)
-        elif fetch.error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                             Errors.LEADER_NOT_AVAILABLE):
-            self.metadata.request_update()                     # the leader moved: ask again
-        else:
-            raise fetch.error.exception(f"fetch of {tp} at offset {fetch.fetch_offset}")
-        return None
-
-    def _decode(self, tp: TopicPartition, fetch: CompletedFetch) -> tuple[list[ConsumerRecord], int]:
-        """The fetch's records from the fetch offset on, as ConsumerRecords in offset order, and the
-        offset after the last whole batch.
-
-        With bytes in and bytes out (the default deserializers) a v2 batch decodes straight into
-        ConsumerRecords; otherwise each record is deserialized as it is wrapped.
-        """
-        raw = type(self.key_deserializer) is ByteArrayDeserializer and \
-            type(self.value_deserializer) is ByteArrayDeserializer
-        prefix, topic, new = (tp.topic, tp.partition), tp.topic, tuple.__new__
-        key_of, value_of = self.key_deserializer.deserialize, self.value_deserializer.deserialize
-        records: list[ConsumerRecord] = []
-        next_offset = fetch.fetch_offset
-        for batch in MemoryRecords(fetch.records).batches():
-            if batch.last_offset < fetch.fetch_offset:
-                continue                                   # wholly before the fetch offset: not even decoded
-            next_offset = batch.last_offset + 1
-            if type(batch) is DefaultRecordBatch and batch.is_control:
-                continue                                   # transaction markers are not the application's
-            if raw and type(batch) is DefaultRecordBatch:
-                records += batch.decode(self.check_crcs, ConsumerRecord, prefix)
-            else:
-                records += [new(ConsumerRecord, (topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
-                                                 key_of(topic, r.key), value_of(topic, r.value), r.headers))
-                            for r in batch.records(self.check_crcs)]
-        first = 0
-        while first < len(records) and records[first].offset < fetch.fetch_offset:
-            first += 1                                     # a compressed batch may start before it
-        return (records[first:] if first else records), next_offset
-
-    # --- positions: committed offsets, resets through ListOffsets -----------------------------
     def update_fetch_positions(self, partitions) -> None:
         """Give every partition without a position one: its committed offset, or a reset."""
         to_reset = []
@@ -320,3 +188,161 @@ class Fetcher:
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             self.client.send(node, ApiKeys.LIST_OFFSETS, body).add_listener(on_response, one_done)
         return result
+
+
+# %% book/ch3_consumer/0408_fetcher.ipynb af139a29
+def _fetch_offsets(self: Fetcher) -> dict[TopicPartition, int]:
+    """Where to fetch each fetchable partition from; partitions left out get no fetch now.
+
+    A partition with a completed fetch waiting is left out. One whose only buffered records are
+    those poll() is working through is fetched from where they end (Beyond 0.10: see the text).
+    """
+    buffered = {f.partition for f in self.completed_fetches}
+    ahead = self._next_in_line if self._next_in_line is not None and self._next_in_line.remaining() else None
+    offsets = {}
+    for tp in self.subscriptions.fetchable_partitions():
+        if tp in buffered:
+            continue
+        offsets[tp] = ahead.next_offset if ahead is not None and ahead.partition == tp \
+            else self.subscriptions.position(tp)
+    return offsets
+
+
+def create_fetch_requests(self: Fetcher) -> dict[Node, dict]:
+    cluster = self.metadata.fetch()
+    by_node: dict[Node, dict[str, list[dict]]] = {}
+    for tp, offset in self._fetch_offsets().items():
+        leader = cluster.leader_for(tp)
+        if leader is None:
+            self.metadata.request_update()
+            continue
+        if self.client.pending_request_count(leader.id_string) > 0:
+            continue                                 # one fetch per node at a time
+        topics = by_node.setdefault(leader, {})
+        topics.setdefault(tp.topic, []).append({"partition": tp.partition,
+                                                "fetch_offset": offset,
+                                                "partition_max_bytes": self.max_partition_fetch_bytes})
+    return {node: {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms, "min_bytes": self.fetch_min_bytes,
+                   "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                   "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                   "forgotten_topics_data": []}
+            for node, topics in by_node.items()}
+
+
+def send_fetches(self: Fetcher) -> int:
+    """Queue one FetchRequest per leader that has fetchable partitions; returns how many."""
+    requests = self.create_fetch_requests()
+    for node, body in requests.items():
+        offsets = {TopicPartition(t["topic"], p["partition"]): p["fetch_offset"]
+                   for t in body["topics"] for p in t["partitions"]}
+        self.client.send(node, ApiKeys.FETCH, body).add_listener(
+            lambda response, offsets=offsets, sent_ms=self.time.milliseconds():
+                self._handle_fetch_response(offsets, response, sent_ms),
+            lambda error, node=node: log.debug("fetch from node %s failed: %s", node, error))
+    return len(requests)
+
+
+def _handle_fetch_response(self: Fetcher, offsets: dict[TopicPartition, int], response, sent_ms: int = -1) -> None:
+    if self.sensors is not None:
+        self.sensors.record_fetch(self.time.milliseconds() - sent_ms, response.get("throttle_time_ms", 0),
+                                  self.time.milliseconds())
+    for topic in response["responses"]:
+        for partition in topic["partitions"]:
+            tp = TopicPartition(topic["topic"], partition["partition_index"])
+            if tp in offsets:
+                self.completed_fetches.append(CompletedFetch(
+                    tp, offsets[tp], Errors.for_code(partition["error_code"]), partition["high_watermark"],
+                    partition["records"] or b""))
+
+
+Fetcher._fetch_offsets = _fetch_offsets
+Fetcher.create_fetch_requests = create_fetch_requests
+Fetcher.send_fetches = send_fetches
+Fetcher._handle_fetch_response = _handle_fetch_response
+
+
+# %% book/ch3_consumer/0408_fetcher.ipynb f85bcd41
+def fetched_records(self: Fetcher) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """At most max.poll.records records, advancing each partition's position past them."""
+    drained: dict[TopicPartition, list[ConsumerRecord]] = {}
+    budget = self.max_poll_records
+    while budget > 0:
+        if self._next_in_line is None or not self._next_in_line.remaining():
+            if not self.completed_fetches:
+                break
+            self._next_in_line = self._parse(self.completed_fetches.popleft())
+            continue
+        part = self._next_in_line
+        tp = part.partition
+        if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != part.fetch_offset:
+            self._next_in_line = None                   # paused, revoked or seeked meanwhile: drop it
+            continue
+        taken = part.take(budget)
+        part.fetch_offset = taken[-1].offset + 1 if part.remaining() else part.next_offset
+        self.subscriptions.seek(tp, part.fetch_offset)
+        drained.setdefault(tp, []).extend(taken)
+        budget -= len(taken)
+    return drained
+
+
+def _parse(self: Fetcher, fetch: CompletedFetch) -> PartitionRecords | None:
+    tp = fetch.partition
+    if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != fetch.fetch_offset:
+        return None                                        # stale: the position moved since we asked
+    if fetch.error is Errors.NONE:
+        records, next_offset = self._decode(tp, fetch)
+        if self.sensors is not None:
+            self.sensors.record_partition(tp, len(fetch.records), len(records),
+                                          fetch.high_watermark - next_offset, self.time.milliseconds())
+        if records:
+            return PartitionRecords(tp, fetch.fetch_offset, records, next_offset)
+        if next_offset > fetch.fetch_offset:
+            self.subscriptions.seek(tp, next_offset)       # only batches with nothing to return
+        return None
+    if fetch.error is Errors.OFFSET_OUT_OF_RANGE:
+        if not self.subscriptions.has_default_offset_reset_policy():
+            raise NoOffsetForPartitionError([tp])
+        log.info("fetch offset %s is out of range for %s, resetting", fetch.fetch_offset, tp)
+        self.subscriptions.need_offset_reset(tp)
+    elif fetch.error in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                         Errors.LEADER_NOT_AVAILABLE):
+        self.metadata.request_update()                     # the leader moved: ask again
+    else:
+        raise fetch.error.exception(f"fetch of {tp} at offset {fetch.fetch_offset}")
+    return None
+
+
+def _decode(self: Fetcher, tp: TopicPartition, fetch: CompletedFetch) -> tuple[list[ConsumerRecord], int]:
+    """The fetch's records from the fetch offset on, as ConsumerRecords in offset order, and the
+    offset after the last whole batch.
+
+    With bytes in and bytes out (the default deserializers) a v2 batch decodes straight into
+    ConsumerRecords; otherwise each record is deserialized as it is wrapped.
+    """
+    raw = type(self.key_deserializer) is ByteArrayDeserializer and \
+        type(self.value_deserializer) is ByteArrayDeserializer
+    prefix, topic, new = (tp.topic, tp.partition), tp.topic, tuple.__new__
+    key_of, value_of = self.key_deserializer.deserialize, self.value_deserializer.deserialize
+    records: list[ConsumerRecord] = []
+    next_offset = fetch.fetch_offset
+    for batch in MemoryRecords(fetch.records).batches():
+        if batch.last_offset < fetch.fetch_offset:
+            continue                                   # wholly before the fetch offset: not even decoded
+        next_offset = batch.last_offset + 1
+        if type(batch) is DefaultRecordBatch and batch.is_control:
+            continue                                   # transaction markers are not the application's
+        if raw and type(batch) is DefaultRecordBatch:
+            records += batch.decode(self.check_crcs, ConsumerRecord, prefix)
+        else:
+            records += [new(ConsumerRecord, (topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
+                                             key_of(topic, r.key), value_of(topic, r.value), r.headers))
+                        for r in batch.records(self.check_crcs)]
+    first = 0
+    while first < len(records) and records[first].offset < fetch.fetch_offset:
+        first += 1                                     # a compressed batch may start before it
+    return (records[first:] if first else records), next_offset
+
+
+Fetcher.fetched_records = fetched_records
+Fetcher._parse = _parse
+Fetcher._decode = _decode

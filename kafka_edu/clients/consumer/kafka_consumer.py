@@ -180,7 +180,6 @@ class KafkaConsumer:
         self._closed = False
         self._guard = threading.Lock()
 
-    # --- the light lock: one thread at a time ------------------------------------------------
     def _acquire(self) -> None:
         if self._closed:
             raise IllegalStateError("This consumer has already been closed.")
@@ -196,179 +195,227 @@ class KafkaConsumer:
             if self._refcount == 0:
                 self._owner = None
 
-    # --- what to read -------------------------------------------------------------------------
-    @_single_threaded
-    def subscribe(self, topics, listener: ConsumerRebalanceListener | None = None) -> None:
-        """Join the group for these topics (a list) or every topic matching a pattern (re.Pattern)."""
-        if self.coordinator is None:
-            raise KafkaError(Errors.INVALID_GROUP_ID, "subscribe() needs a group.id")
-        if isinstance(topics, re.Pattern):
-            self.subscriptions.subscribe_pattern(topics, listener)
-            self.metadata.need_metadata_for_all_topics = True
-            self.metadata.request_update()
-            return
-        topics = list(topics) if not isinstance(topics, str) else topics
-        if not topics:
-            self.unsubscribe()
-            return
-        self.subscriptions.subscribe(topics, listener)
-        self.metadata.set_topics(self.subscriptions.group_subscription)
-
-    @_single_threaded
-    def assign(self, partitions) -> None:
-        """Read exactly these partitions, without group management."""
-        partitions = list(partitions)
-        if not partitions:
-            self.unsubscribe()
-            return
-        self.subscriptions.assign_from_user(partitions)
-        self.metadata.set_topics({tp.topic for tp in partitions})
-
-    @_single_threaded
-    def unsubscribe(self) -> None:
-        if self.coordinator is not None and self.subscriptions.partitions_auto_assigned():
-            self.subscriptions.listener.on_partitions_revoked(self.subscriptions.assigned_partitions())
-            self.coordinator.maybe_leave_group()
-        self.subscriptions.unsubscribe()
-        self.metadata.need_metadata_for_all_topics = False
-
-    def subscription(self) -> set[str]:
-        return set(self.subscriptions.subscription)
-
-    def assignment(self) -> set[TopicPartition]:
-        return set(self.subscriptions.assigned_partitions())
-
-    # --- the poll loop ------------------------------------------------------------------------
-    @_single_threaded
-    def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records for the assigned partitions; also rejoins, heartbeats and auto-commits."""
-        if timeout_ms < 0:
-            raise ValueError("timeout must not be negative")
-        if not self.subscriptions.partitions_auto_assigned() and not self.subscriptions.assignment:
-            raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
-        start = self.time.milliseconds()
-        remaining = timeout_ms
-        while True:
-            records = self._poll_once(remaining)
-            if records:
-                self.fetcher.send_fetches()     # pipeline: the next fetch travels while the caller works
-                self.client.poll_no_wakeup()
-                return records
-            remaining = timeout_ms - (self.time.milliseconds() - start)
-            if remaining <= 0:
-                return {}
-
-    def _poll_once(self, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        if self.coordinator is not None:
-            self.coordinator.poll()             # commit callbacks, coordinator, (re)join, poll timer
-        if not self.subscriptions.has_all_fetch_positions():
-            self._update_fetch_positions(self.subscriptions.missing_fetch_positions())
-        records = self.fetcher.fetched_records()
-        if records:
-            return records
-        self.fetcher.send_fetches()
-        self.client.poll(min(timeout_ms, self.config["fetch.max.wait.ms"] + 100))
-        return self.fetcher.fetched_records()
-
-    def _update_fetch_positions(self, partitions) -> None:
-        if self.coordinator is not None:
-            self.coordinator.refresh_committed_offsets_if_needed()
-        self.fetcher.update_fetch_positions(partitions)
-
-    # --- offsets ------------------------------------------------------------------------------
-    def _require_group(self, what: str) -> ConsumerCoordinator:
-        if self.coordinator is None:
-            raise KafkaError(Errors.INVALID_GROUP_ID, f"{what} needs a group.id")
-        return self.coordinator
-
-    @_single_threaded
-    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
-        """Commit (by default every position, i.e. everything poll() returned) and wait."""
-        self._require_group("commit_sync()").commit_offsets_sync(offsets)
-
-    @_single_threaded
-    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None, callback=None) -> None:
-        """Commit without waiting; `callback(offsets, error)` runs inside a later poll()."""
-        self._require_group("commit_async()").commit_offsets_async(offsets, callback)
-
-    @_single_threaded
-    def committed(self, tp: TopicPartition) -> OffsetAndMetadata | None:
-        coordinator = self._require_group("committed()")
-        if self.subscriptions.is_assigned(tp) and self.subscriptions.committed(tp) is not None:
-            return self.subscriptions.committed(tp)
-        return coordinator.fetch_committed_offsets([tp]).get(tp)
-
-    @_single_threaded
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.subscriptions.seek(tp, offset)
-
-    def _reset_lazily(self, partitions, strategy: OffsetResetStrategy) -> None:
-        for tp in (self.subscriptions.assigned_partitions() if partitions is None else partitions):
-            self.subscriptions.need_offset_reset(tp, strategy)
-
-    @_single_threaded
-    def seek_to_beginning(self, partitions=None) -> None:
-        """Lazy: the next poll() or position() looks the offset up."""
-        self._reset_lazily(partitions, OffsetResetStrategy.EARLIEST)
-
-    @_single_threaded
-    def seek_to_end(self, partitions=None) -> None:
-        self._reset_lazily(partitions, OffsetResetStrategy.LATEST)
-
-    @_single_threaded
-    def position(self, tp: TopicPartition) -> int:
-        """The offset of the next record poll() returns for `tp` (looked up now if unknown)."""
-        if not self.subscriptions.is_assigned(tp):
-            raise IllegalStateError(f"You can only check the position for partitions assigned to this consumer: {tp}")
-        if self.subscriptions.position(tp) is None:
-            self._update_fetch_positions([tp])
-        return self.subscriptions.position(tp)
-
-    # --- flow control and the rest ------------------------------------------------------------
-    @_single_threaded
-    def pause(self, partitions) -> None:
-        for tp in partitions:
-            self.subscriptions.pause(tp)
-
-    @_single_threaded
-    def resume(self, partitions) -> None:
-        for tp in partitions:
-            self.subscriptions.resume(tp)
-
-    def paused(self) -> set[TopicPartition]:
-        return set(self.subscriptions.paused_partitions())
-
-    @_single_threaded
-    def partitions_for(self, topic: str) -> list[PartitionInfo]:
-        cluster = self.metadata.fetch()
-        if topic not in cluster.topics:
-            self.metadata.set_topics(set(self.metadata.topics) | {topic})
-            self.client.await_metadata_update(self.config["request.timeout.ms"])
-        return self.metadata.fetch().partitions_for_topic(topic)
-
-    def wakeup(self) -> None:
-        """From any thread: the consumer's current or next blocking call raises WakeupException."""
-        self.client.wakeup()
-
-    def close(self, timeout_ms: int = 30_000) -> None:
-        """Commit (when auto commit is on) and leave the group, both within `timeout_ms` (Kafka's
-        close(Duration), default 30 s), then close the connections. Never hangs on a lost broker."""
-        if timeout_ms < 0:
-            raise ValueError("timeout must not be negative")
-        if self._closed:
-            return
-        self._acquire()
-        try:
-            if self.coordinator is not None:
-                self.coordinator.close(timeout_ms)   # stops the heartbeat thread before taking the client's lock
-        finally:
-            self._closed = True
-            self._release()
-            self.client.close()
-            self.metrics.close()
-
     def __enter__(self) -> "KafkaConsumer":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# %% book/ch3_consumer/0409_kafka_consumer.ipynb 87e2b6cf
+@_single_threaded
+def subscribe(self: KafkaConsumer, topics, listener: ConsumerRebalanceListener | None = None) -> None:
+    """Join the group for these topics (a list) or every topic matching a pattern (re.Pattern)."""
+    if self.coordinator is None:
+        raise KafkaError(Errors.INVALID_GROUP_ID, "subscribe() needs a group.id")
+    if isinstance(topics, re.Pattern):
+        self.subscriptions.subscribe_pattern(topics, listener)
+        self.metadata.need_metadata_for_all_topics = True
+        self.metadata.request_update()
+        return
+    topics = list(topics) if not isinstance(topics, str) else topics
+    if not topics:
+        self.unsubscribe()
+        return
+    self.subscriptions.subscribe(topics, listener)
+    self.metadata.set_topics(self.subscriptions.group_subscription)
+
+
+@_single_threaded
+def assign(self: KafkaConsumer, partitions) -> None:
+    """Read exactly these partitions, without group management."""
+    partitions = list(partitions)
+    if not partitions:
+        self.unsubscribe()
+        return
+    self.subscriptions.assign_from_user(partitions)
+    self.metadata.set_topics({tp.topic for tp in partitions})
+
+
+@_single_threaded
+def unsubscribe(self: KafkaConsumer) -> None:
+    if self.coordinator is not None and self.subscriptions.partitions_auto_assigned():
+        self.subscriptions.listener.on_partitions_revoked(self.subscriptions.assigned_partitions())
+        self.coordinator.maybe_leave_group()
+    self.subscriptions.unsubscribe()
+    self.metadata.need_metadata_for_all_topics = False
+
+
+def subscription(self: KafkaConsumer) -> set[str]:
+    return set(self.subscriptions.subscription)
+
+
+def assignment(self: KafkaConsumer) -> set[TopicPartition]:
+    return set(self.subscriptions.assigned_partitions())
+
+
+@_single_threaded
+def poll(self: KafkaConsumer, timeout_ms: int = 0) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """Records for the assigned partitions; also rejoins, heartbeats and auto-commits."""
+    if timeout_ms < 0:
+        raise ValueError("timeout must not be negative")
+    if not self.subscriptions.partitions_auto_assigned() and not self.subscriptions.assignment:
+        raise IllegalStateError("Consumer is not subscribed to any topics or assigned any partitions")
+    start = self.time.milliseconds()
+    remaining = timeout_ms
+    while True:
+        records = self._poll_once(remaining)
+        if records:
+            self.fetcher.send_fetches()     # pipeline: the next fetch travels while the caller works
+            self.client.poll_no_wakeup()
+            return records
+        remaining = timeout_ms - (self.time.milliseconds() - start)
+        if remaining <= 0:
+            return {}
+
+
+def _poll_once(self: KafkaConsumer, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+    if self.coordinator is not None:
+        self.coordinator.poll()             # commit callbacks, coordinator, (re)join, poll timer
+    if not self.subscriptions.has_all_fetch_positions():
+        self._update_fetch_positions(self.subscriptions.missing_fetch_positions())
+    records = self.fetcher.fetched_records()
+    if records:
+        return records
+    self.fetcher.send_fetches()
+    self.client.poll(min(timeout_ms, self.config["fetch.max.wait.ms"] + 100))
+    return self.fetcher.fetched_records()
+
+
+def _update_fetch_positions(self: KafkaConsumer, partitions) -> None:
+    if self.coordinator is not None:
+        self.coordinator.refresh_committed_offsets_if_needed()
+    self.fetcher.update_fetch_positions(partitions)
+
+
+KafkaConsumer.subscribe = subscribe
+KafkaConsumer.assign = assign
+KafkaConsumer.unsubscribe = unsubscribe
+KafkaConsumer.subscription = subscription
+KafkaConsumer.assignment = assignment
+KafkaConsumer.poll = poll
+KafkaConsumer._poll_once = _poll_once
+KafkaConsumer._update_fetch_positions = _update_fetch_positions
+
+
+# %% book/ch3_consumer/0409_kafka_consumer.ipynb f6f277dd
+def _require_group(self: KafkaConsumer, what: str) -> ConsumerCoordinator:
+    if self.coordinator is None:
+        raise KafkaError(Errors.INVALID_GROUP_ID, f"{what} needs a group.id")
+    return self.coordinator
+
+
+@_single_threaded
+def commit_sync(self: KafkaConsumer, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
+    """Commit (by default every position, i.e. everything poll() returned) and wait."""
+    self._require_group("commit_sync()").commit_offsets_sync(offsets)
+
+
+@_single_threaded
+def commit_async(self: KafkaConsumer, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None, callback=None) -> None:
+    """Commit without waiting; `callback(offsets, error)` runs inside a later poll()."""
+    self._require_group("commit_async()").commit_offsets_async(offsets, callback)
+
+
+@_single_threaded
+def committed(self: KafkaConsumer, tp: TopicPartition) -> OffsetAndMetadata | None:
+    coordinator = self._require_group("committed()")
+    if self.subscriptions.is_assigned(tp) and self.subscriptions.committed(tp) is not None:
+        return self.subscriptions.committed(tp)
+    return coordinator.fetch_committed_offsets([tp]).get(tp)
+
+
+@_single_threaded
+def seek(self: KafkaConsumer, tp: TopicPartition, offset: int) -> None:
+    self.subscriptions.seek(tp, offset)
+
+
+def _reset_lazily(self: KafkaConsumer, partitions, strategy: OffsetResetStrategy) -> None:
+    for tp in (self.subscriptions.assigned_partitions() if partitions is None else partitions):
+        self.subscriptions.need_offset_reset(tp, strategy)
+
+
+@_single_threaded
+def seek_to_beginning(self: KafkaConsumer, partitions=None) -> None:
+    """Lazy: the next poll() or position() looks the offset up."""
+    self._reset_lazily(partitions, OffsetResetStrategy.EARLIEST)
+
+
+@_single_threaded
+def seek_to_end(self: KafkaConsumer, partitions=None) -> None:
+    self._reset_lazily(partitions, OffsetResetStrategy.LATEST)
+
+
+@_single_threaded
+def position(self: KafkaConsumer, tp: TopicPartition) -> int:
+    """The offset of the next record poll() returns for `tp` (looked up now if unknown)."""
+    if not self.subscriptions.is_assigned(tp):
+        raise IllegalStateError(f"You can only check the position for partitions assigned to this consumer: {tp}")
+    if self.subscriptions.position(tp) is None:
+        self._update_fetch_positions([tp])
+    return self.subscriptions.position(tp)
+
+
+@_single_threaded
+def pause(self: KafkaConsumer, partitions) -> None:
+    for tp in partitions:
+        self.subscriptions.pause(tp)
+
+
+@_single_threaded
+def resume(self: KafkaConsumer, partitions) -> None:
+    for tp in partitions:
+        self.subscriptions.resume(tp)
+
+
+def paused(self: KafkaConsumer) -> set[TopicPartition]:
+    return set(self.subscriptions.paused_partitions())
+
+
+@_single_threaded
+def partitions_for(self: KafkaConsumer, topic: str) -> list[PartitionInfo]:
+    cluster = self.metadata.fetch()
+    if topic not in cluster.topics:
+        self.metadata.set_topics(set(self.metadata.topics) | {topic})
+        self.client.await_metadata_update(self.config["request.timeout.ms"])
+    return self.metadata.fetch().partitions_for_topic(topic)
+
+
+def wakeup(self: KafkaConsumer) -> None:
+    """From any thread: the consumer's current or next blocking call raises WakeupException."""
+    self.client.wakeup()
+
+
+def close(self: KafkaConsumer, timeout_ms: int = 30_000) -> None:
+    """Commit (when auto commit is on) and leave the group, both within `timeout_ms` (Kafka's
+    close(Duration), default 30 s), then close the connections. Never hangs on a lost broker."""
+    if timeout_ms < 0:
+        raise ValueError("timeout must not be negative")
+    if self._closed:
+        return
+    self._acquire()
+    try:
+        if self.coordinator is not None:
+            self.coordinator.close(timeout_ms)   # stops the heartbeat thread before taking the client's lock
+    finally:
+        self._closed = True
+        self._release()
+        self.client.close()
+        self.metrics.close()
+
+
+KafkaConsumer._require_group = _require_group
+KafkaConsumer.commit_sync = commit_sync
+KafkaConsumer.commit_async = commit_async
+KafkaConsumer.committed = committed
+KafkaConsumer.seek = seek
+KafkaConsumer._reset_lazily = _reset_lazily
+KafkaConsumer.seek_to_beginning = seek_to_beginning
+KafkaConsumer.seek_to_end = seek_to_end
+KafkaConsumer.position = position
+KafkaConsumer.pause = pause
+KafkaConsumer.resume = resume
+KafkaConsumer.paused = paused
+KafkaConsumer.partitions_for = partitions_for
+KafkaConsumer.wakeup = wakeup
+KafkaConsumer.close = close

@@ -37,18 +37,6 @@ NETWORK_THREAD_PREFIX = "kafka-producer-network-thread"
 LOGIN_CHECK_MS = 100          # how often a wait for metadata looks for a refused login
 
 
-def _headers(headers) -> tuple:
-    """Headers as a tuple of (str, bytes | None) pairs, from pairs or a mapping."""
-    if not headers:
-        return ()
-    pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
-    for pair in pairs:
-        if (len(pair) != 2 or not isinstance(pair[0], str)
-                or not (pair[1] is None or isinstance(pair[1], (bytes, bytearray)))):
-            raise TypeError(f"a header must be a (str, bytes or None) pair, got {pair!r}")
-    return pairs
-
-
 def _idempotent_settings(config: ProducerConfig) -> tuple[int, int, int]:
     """acks, retries and in-flight limit for an idempotent producer (Kafka 0.11's rules)."""
     given = config.originals
@@ -122,176 +110,9 @@ class KafkaProducer:
         self.io_thread.start()
         log.debug("kafka producer %s started", self.client_id)
 
-    # --- sending ------------------------------------------------------------------------------
-    def send(self, topic: str, value=None, key=None, partition: int | None = None, timestamp: int | None = None,
-             headers: Iterable | Mapping | None = None,
-             callback: Callable | None = None) -> FutureRecordMetadata:
-        """Queue one record; the future (and `callback(metadata, exception)`) reports its outcome."""
-        headers = _headers(headers) if headers else ()
-        if self._intercepting:
-            record = self.interceptors.on_send(ProducerRecord(topic, partition, timestamp, key, value, headers))
-            if record is None:
-                error = RecordFilteredError(f"an interceptor dropped a record for {topic}")
-                return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), None,
-                                    callback, error)
-            topic, partition, timestamp, key, value, headers = record
-        tp = None
-        try:
-            cluster, known = self._known_topics
-            partitions = known.get(topic)
-            remaining_ms = self.max_block_ms            # of max.block.ms, for the accumulator's memory wait
-            if partitions is None or (partition is not None and partition >= len(partitions)):
-                cluster, waited_ms = self._wait_on_metadata(topic, partition, remaining_ms)
-                remaining_ms = max(0, remaining_ms - waited_ms)
-                partitions = self._topic_partitions(cluster, topic)
-            if (self._bytes_as_they_are and (key is None or type(key) is bytes)
-                    and (value is None or type(value) is bytes)):
-                key_bytes, value_bytes = key, value          # what ByteArraySerializer returns for these
-            else:
-                key_bytes, value_bytes = self._serialize(topic, key, value)
-            if partition is None:
-                partition = self.partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
-            if not 0 <= partition < len(partitions):
-                raise ValueError(f"invalid partition {partition} for topic {topic}: it has partitions "
-                                 f"0..{len(partitions) - 1}")
-            if headers or ((0 if key_bytes is None else len(key_bytes))
-                           + (0 if value_bytes is None else len(value_bytes)) > self._unchecked_record_size):
-                self._ensure_valid_record_size(key_bytes, value_bytes, headers)
-            tp = partitions[partition]
-            now = self._time.milliseconds()
-            if self._intercepting:
-                callback = InterceptorCallback(callback, self.interceptors, tp)
-            result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
-                                             headers, callback, remaining_ms, now)
-            if result.batch_is_full or result.new_batch_created:
-                self.sender.wakeup()
-            return result.future
-        except (KafkaError, TimeoutError) as e:
-            user_callback = callback.user_callback if isinstance(callback, InterceptorCallback) else callback
-            return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, user_callback, e)
-        except Exception as e:
-            if self._intercepting:
-                self.interceptors.on_send_error(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, e)
-            raise
-
-    def _failed(self, record: ProducerRecord, tp: TopicPartition | None, callback: Callable | None,
-                error: BaseException) -> FutureRecordMetadata:
-        """A record that never reached a batch: tell the callback and interceptors, return a failed future."""
-        log.debug("record for %s failed before reaching a batch: %s", record.topic, error)
-        if callback is not None:
-            try:
-                callback(None, error)
-            except Exception:
-                log.exception("error in a callback for a record sent to %s", record.topic)
-        if self.interceptors:
-            self.interceptors.on_send_error(record, tp, error)
-        result = ProduceRequestResult(tp)
-        result.set(-1, NO_TIMESTAMP, error)
-        result.done()
-        return FutureRecordMetadata(result, 0, NO_TIMESTAMP, -1, -1)
-
-    def _serialize(self, topic: str, key, value) -> tuple[bytes | None, bytes | None]:
-        """The record's key and value bytes from the configured serializers."""
-        try:
-            return self.key_serializer.serialize(topic, key), self.value_serializer.serialize(topic, value)
-        except SerializationError:
-            raise
-        except Exception as e:
-            raise SerializationError(f"cannot serialize the record's key {key!r} or value with "
-                                     f"{type(self.key_serializer).__name__}/"
-                                     f"{type(self.value_serializer).__name__}: {e}") from e
-
-    def _topic_partitions(self, cluster: Cluster, topic: str) -> tuple[TopicPartition, ...]:
-        """The topic's TopicPartition objects, made once per Cluster rather than once per record."""
-        partitions = tuple(TopicPartition(topic, p) for p in range(cluster.partition_count_for_topic(topic)))
-        known_cluster, known = self._known_topics
-        if known_cluster is cluster:              # a newer Cluster may have replaced it meanwhile
-            known[topic] = partitions
-        return partitions
-
     def _on_metadata_update(self, cluster: Cluster) -> None:
         """Metadata listener: the newest Cluster, with no topics looked up in it yet."""
         self._known_topics = (cluster, {})
-
-    def _wait_on_metadata(self, topic: str, partition: int | None, max_wait_ms: int) -> tuple[Cluster, int]:
-        """The cluster once it knows the topic (and partition), and the ms spent waiting for it."""
-        cluster = self.metadata.fetch()
-        count = cluster.partition_count_for_topic(topic)
-        if count is not None and (partition is None or partition < count):
-            return cluster, 0
-        self.metadata.add_topic(topic)
-        begin = self._time.milliseconds()
-        remaining = max_wait_ms
-        while True:
-            version = self.metadata.request_update()
-            self.sender.wakeup()
-            try:
-                self.metadata.await_update(version, min(remaining, LOGIN_CHECK_MS))
-            except TimeoutError:
-                check_authentication(self.sender.client)        # 4.8: a refused login ends the wait
-                remaining = max_wait_ms - (self._time.milliseconds() - begin)
-                if remaining <= 0:
-                    raise TimeoutError(f"topic {topic} not present in metadata after {max_wait_ms} ms") from None
-                continue
-            cluster = self.metadata.fetch()
-            elapsed = self._time.milliseconds() - begin
-            if topic in cluster.unauthorized_topics:
-                raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic {topic}")
-            count = cluster.partition_count_for_topic(topic)
-            if count is not None and (partition is None or partition < count):
-                return cluster, elapsed
-            if elapsed >= max_wait_ms:
-                known = "the topic" if count is None else f"partition {partition} ({count} known)"
-                raise TimeoutError(f"{known} of {topic} not present in metadata after {max_wait_ms} ms")
-            remaining = max_wait_ms - elapsed
-
-    def _ensure_valid_record_size(self, key_bytes, value_bytes, headers) -> None:
-        """MESSAGE_TOO_LARGE for a record that could never be sent (a cheap bound first, the exact size if needed)."""
-        bound = (RECORD_BATCH_OVERHEAD + RECORD_SIZE_BOUND + (0 if key_bytes is None else len(key_bytes))
-                 + (0 if value_bytes is None else len(value_bytes)))
-        if not headers and bound <= self.max_request_size and bound <= self.total_memory_size:
-            return
-        size = RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key_bytes, value_bytes, headers)
-        if size > self.max_request_size:
-            raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {size} bytes when serialized, more than "
-                                                       f"max.request.size ({self.max_request_size})")
-        if size > self.total_memory_size:
-            raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {size} bytes when serialized, more than "
-                                                       f"buffer.memory ({self.total_memory_size})")
-
-    # --- the rest of the API ------------------------------------------------------------------
-    def flush(self) -> None:
-        """Send everything accumulated now and wait until all of it is complete."""
-        self.accumulator.begin_flush()
-        self.sender.wakeup()
-        self.accumulator.await_flush_completion()
-
-    def partitions_for(self, topic: str) -> list[PartitionInfo]:
-        """The topic's partitions, waiting up to max.block.ms for its metadata."""
-        cluster, _ = self._wait_on_metadata(topic, None, self.max_block_ms)
-        return cluster.partitions_for_topic(topic)
-
-    def close(self, timeout: float | None = None) -> None:
-        """Stop; wait up to `timeout` s (None: forever) for queued and in-flight records, then fail the rest."""
-        if timeout is not None and timeout < 0:
-            raise ValueError("the close timeout must not be negative")
-        on_network_thread = threading.current_thread() is self.io_thread
-        if on_network_thread and timeout != 0:
-            log.warning("close() from a callback cannot wait for the network thread; closing at once")
-            timeout = 0
-        if timeout != 0:
-            self.sender.initiate_close()
-            self.io_thread.join(timeout)
-        if self.io_thread.is_alive():
-            self.sender.force_close()
-            if not on_network_thread:
-                self.io_thread.join()
-        if not self._closed:
-            self._closed = True
-            for component in (self.interceptors, self.key_serializer, self.value_serializer, self.partitioner,
-                              self.metrics):
-                component.close()
-            log.debug("kafka producer %s closed", self.client_id)
 
     def __enter__(self) -> "KafkaProducer":
         return self
@@ -301,3 +122,207 @@ class KafkaProducer:
 
     def __repr__(self):
         return f"KafkaProducer({self.client_id})"
+
+
+# %% book/ch2_producer/0201_kafka_producer.ipynb 0c40d0ed
+def _topic_partitions(self: KafkaProducer, cluster: Cluster, topic: str) -> tuple[TopicPartition, ...]:
+    """The topic's TopicPartition objects, made once per Cluster rather than once per record."""
+    partitions = tuple(TopicPartition(topic, p) for p in range(cluster.partition_count_for_topic(topic)))
+    known_cluster, known = self._known_topics
+    if known_cluster is cluster:              # a newer Cluster may have replaced it meanwhile
+        known[topic] = partitions
+    return partitions
+
+
+def _wait_on_metadata(self: KafkaProducer, topic: str, partition: int | None, max_wait_ms: int) -> tuple[Cluster, int]:
+    """The cluster once it knows the topic (and partition), and the ms spent waiting for it."""
+    cluster = self.metadata.fetch()
+    count = cluster.partition_count_for_topic(topic)
+    if count is not None and (partition is None or partition < count):
+        return cluster, 0
+    self.metadata.add_topic(topic)
+    begin = self._time.milliseconds()
+    remaining = max_wait_ms
+    while True:
+        version = self.metadata.request_update()
+        self.sender.wakeup()
+        try:
+            self.metadata.await_update(version, min(remaining, LOGIN_CHECK_MS))
+        except TimeoutError:
+            check_authentication(self.sender.client)        # 4.8: a refused login ends the wait
+            remaining = max_wait_ms - (self._time.milliseconds() - begin)
+            if remaining <= 0:
+                raise TimeoutError(f"topic {topic} not present in metadata after {max_wait_ms} ms") from None
+            continue
+        cluster = self.metadata.fetch()
+        elapsed = self._time.milliseconds() - begin
+        if topic in cluster.unauthorized_topics:
+            raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic {topic}")
+        count = cluster.partition_count_for_topic(topic)
+        if count is not None and (partition is None or partition < count):
+            return cluster, elapsed
+        if elapsed >= max_wait_ms:
+            known = "the topic" if count is None else f"partition {partition} ({count} known)"
+            raise TimeoutError(f"{known} of {topic} not present in metadata after {max_wait_ms} ms")
+        remaining = max_wait_ms - elapsed
+
+
+def partitions_for(self: KafkaProducer, topic: str) -> list[PartitionInfo]:
+    """The topic's partitions, waiting up to max.block.ms for its metadata."""
+    cluster, _ = self._wait_on_metadata(topic, None, self.max_block_ms)
+    return cluster.partitions_for_topic(topic)
+
+
+KafkaProducer._topic_partitions = _topic_partitions
+KafkaProducer._wait_on_metadata = _wait_on_metadata
+KafkaProducer.partitions_for = partitions_for
+
+
+# %% book/ch2_producer/0201_kafka_producer.ipynb 6afd9e91
+def _headers(headers) -> tuple:
+    """Headers as a tuple of (str, bytes | None) pairs, from pairs or a mapping."""
+    if not headers:
+        return ()
+    pairs = tuple(headers.items() if isinstance(headers, Mapping) else headers)
+    for pair in pairs:
+        if (len(pair) != 2 or not isinstance(pair[0], str)
+                or not (pair[1] is None or isinstance(pair[1], (bytes, bytearray)))):
+            raise TypeError(f"a header must be a (str, bytes or None) pair, got {pair!r}")
+    return pairs
+
+
+def send(self: KafkaProducer, topic: str, value=None, key=None, partition: int | None = None, timestamp: int | None = None,
+         headers: Iterable | Mapping | None = None,
+         callback: Callable | None = None) -> FutureRecordMetadata:
+    """Queue one record; the future (and `callback(metadata, exception)`) reports its outcome."""
+    headers = _headers(headers) if headers else ()
+    if self._intercepting:
+        record = self.interceptors.on_send(ProducerRecord(topic, partition, timestamp, key, value, headers))
+        if record is None:
+            error = RecordFilteredError(f"an interceptor dropped a record for {topic}")
+            return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), None,
+                                callback, error)
+        topic, partition, timestamp, key, value, headers = record
+    tp = None
+    try:
+        cluster, known = self._known_topics
+        partitions = known.get(topic)
+        remaining_ms = self.max_block_ms            # of max.block.ms, for the accumulator's memory wait
+        if partitions is None or (partition is not None and partition >= len(partitions)):
+            cluster, waited_ms = self._wait_on_metadata(topic, partition, remaining_ms)
+            remaining_ms = max(0, remaining_ms - waited_ms)
+            partitions = self._topic_partitions(cluster, topic)
+        if (self._bytes_as_they_are and (key is None or type(key) is bytes)
+                and (value is None or type(value) is bytes)):
+            key_bytes, value_bytes = key, value          # what ByteArraySerializer returns for these
+        else:
+            key_bytes, value_bytes = self._serialize(topic, key, value)
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, key_bytes, value, value_bytes, cluster)
+        if not 0 <= partition < len(partitions):
+            raise ValueError(f"invalid partition {partition} for topic {topic}: it has partitions "
+                             f"0..{len(partitions) - 1}")
+        if headers or ((0 if key_bytes is None else len(key_bytes))
+                       + (0 if value_bytes is None else len(value_bytes)) > self._unchecked_record_size):
+            self._ensure_valid_record_size(key_bytes, value_bytes, headers)
+        tp = partitions[partition]
+        now = self._time.milliseconds()
+        if self._intercepting:
+            callback = InterceptorCallback(callback, self.interceptors, tp)
+        result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
+                                         headers, callback, remaining_ms, now)
+        if result.batch_is_full or result.new_batch_created:
+            self.sender.wakeup()
+        return result.future
+    except (KafkaError, TimeoutError) as e:
+        user_callback = callback.user_callback if isinstance(callback, InterceptorCallback) else callback
+        return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, user_callback, e)
+    except Exception as e:
+        if self._intercepting:
+            self.interceptors.on_send_error(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, e)
+        raise
+
+
+def _failed(self: KafkaProducer, record: ProducerRecord, tp: TopicPartition | None, callback: Callable | None,
+            error: BaseException) -> FutureRecordMetadata:
+    """A record that never reached a batch: tell the callback and interceptors, return a failed future."""
+    log.debug("record for %s failed before reaching a batch: %s", record.topic, error)
+    if callback is not None:
+        try:
+            callback(None, error)
+        except Exception:
+            log.exception("error in a callback for a record sent to %s", record.topic)
+    if self.interceptors:
+        self.interceptors.on_send_error(record, tp, error)
+    result = ProduceRequestResult(tp)
+    result.set(-1, NO_TIMESTAMP, error)
+    result.done()
+    return FutureRecordMetadata(result, 0, NO_TIMESTAMP, -1, -1)
+
+
+def _serialize(self: KafkaProducer, topic: str, key, value) -> tuple[bytes | None, bytes | None]:
+    """The record's key and value bytes from the configured serializers."""
+    try:
+        return self.key_serializer.serialize(topic, key), self.value_serializer.serialize(topic, value)
+    except SerializationError:
+        raise
+    except Exception as e:
+        raise SerializationError(f"cannot serialize the record's key {key!r} or value with "
+                                 f"{type(self.key_serializer).__name__}/"
+                                 f"{type(self.value_serializer).__name__}: {e}") from e
+
+
+def _ensure_valid_record_size(self: KafkaProducer, key_bytes, value_bytes, headers) -> None:
+    """MESSAGE_TOO_LARGE for a record that could never be sent (a cheap bound first, the exact size if needed)."""
+    bound = (RECORD_BATCH_OVERHEAD + RECORD_SIZE_BOUND + (0 if key_bytes is None else len(key_bytes))
+             + (0 if value_bytes is None else len(value_bytes)))
+    if not headers and bound <= self.max_request_size and bound <= self.total_memory_size:
+        return
+    size = RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key_bytes, value_bytes, headers)
+    if size > self.max_request_size:
+        raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {size} bytes when serialized, more than "
+                                                   f"max.request.size ({self.max_request_size})")
+    if size > self.total_memory_size:
+        raise KafkaError(Errors.MESSAGE_TOO_LARGE, f"the record is {size} bytes when serialized, more than "
+                                                   f"buffer.memory ({self.total_memory_size})")
+
+
+KafkaProducer.send = send
+KafkaProducer._failed = _failed
+KafkaProducer._serialize = _serialize
+KafkaProducer._ensure_valid_record_size = _ensure_valid_record_size
+
+
+# %% book/ch2_producer/0201_kafka_producer.ipynb 22a35573
+def flush(self: KafkaProducer) -> None:
+    """Send everything accumulated now and wait until all of it is complete."""
+    self.accumulator.begin_flush()
+    self.sender.wakeup()
+    self.accumulator.await_flush_completion()
+
+
+def close(self: KafkaProducer, timeout: float | None = None) -> None:
+    """Stop; wait up to `timeout` s (None: forever) for queued and in-flight records, then fail the rest."""
+    if timeout is not None and timeout < 0:
+        raise ValueError("the close timeout must not be negative")
+    on_network_thread = threading.current_thread() is self.io_thread
+    if on_network_thread and timeout != 0:
+        log.warning("close() from a callback cannot wait for the network thread; closing at once")
+        timeout = 0
+    if timeout != 0:
+        self.sender.initiate_close()
+        self.io_thread.join(timeout)
+    if self.io_thread.is_alive():
+        self.sender.force_close()
+        if not on_network_thread:
+            self.io_thread.join()
+    if not self._closed:
+        self._closed = True
+        for component in (self.interceptors, self.key_serializer, self.value_serializer, self.partitioner,
+                          self.metrics):
+            component.close()
+        log.debug("kafka producer %s closed", self.client_id)
+
+
+KafkaProducer.flush = flush
+KafkaProducer.close = close

@@ -62,18 +62,14 @@ class ProduceRequestResult:
 
 
 # %% book/ch2_producer/0303_record_batch.ipynb 375b6b0e
-class FutureRecordMetadata:
+class FutureRecordMetadata(NamedTuple):
     """One record's future: its position in a batch plus the batch's shared result."""
 
-    __slots__ = ("result", "relative_offset", "create_timestamp", "serialized_key_size", "serialized_value_size")
-
-    def __init__(self, result: ProduceRequestResult, relative_offset: int, create_timestamp: int,
-                 serialized_key_size: int, serialized_value_size: int):
-        self.result = result
-        self.relative_offset = relative_offset
-        self.create_timestamp = create_timestamp
-        self.serialized_key_size = serialized_key_size
-        self.serialized_value_size = serialized_value_size
+    result: ProduceRequestResult
+    relative_offset: int
+    create_timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
 
     def done(self) -> bool:
         return self.result.completed
@@ -107,7 +103,8 @@ class FutureRecordMetadata:
 
 # %% book/ch2_producer/0303_record_batch.ipynb 2713e5f1
 RECORD_SIZE_BOUND = 36   # the most the varints and attributes of one v2 record can add to its key and value
-UNKNOWN_ROOM = -1        # ProducerBatch._room when the builder must be asked
+UNKNOWN_ROOM = -1        # ProducerBatch.room when the builder must be asked
+_new_tuple = tuple.__new__    # a future per record without the NamedTuple's Python-level __new__
 
 
 class Thunk(NamedTuple):
@@ -137,7 +134,7 @@ class ProducerBatch:
         self.drained_ms = -1
         self.producer_state: tuple[int, int, int] | None = None   # Beyond 0.10 (2.4): (id, epoch, base sequence)
         self._counts_down = records.compression is CompressionType.NONE   # its estimate is exact: see the text
-        self._room = UNKNOWN_ROOM          # at most the bytes left before the builder's write limit
+        self.room = UNKNOWN_ROOM           # at most the bytes left before the builder's write limit
 
     # --- filling ------------------------------------------------------------------------------
     def try_append(self, timestamp: int, key: bytes | None, value: bytes | None, headers: tuple,
@@ -147,14 +144,15 @@ class ProducerBatch:
         value_size = -1 if value is None else len(value)
         # RECORD_SIZE_BOUND reserves 5 bytes for each length; a null key or value (-1) takes only 1 of them
         bound = RECORD_SIZE_BOUND + key_size + value_size
-        room = self._room - bound
+        room = self.room - bound
         if room < 0 or headers:                   # the running bound does not settle it: ask the builder
             if not self._has_room_for(timestamp, key, value, headers):
                 return None
             room = self._measured_room(headers) - bound
         self.records_builder.append(timestamp, key, value, headers)
-        self._room = room
-        future = FutureRecordMetadata(self.produce_future, self.record_count, timestamp, key_size, value_size)
+        self.room = room
+        future = _new_tuple(FutureRecordMetadata, (self.produce_future, self.record_count, timestamp, key_size,
+                                                   value_size))
         if callback is not None:
             self.thunks.append(Thunk(callback, future))
         self.record_count += 1
@@ -179,7 +177,7 @@ class ProducerBatch:
         return builder.write_limit - builder.estimated_size_in_bytes()
 
     def is_full(self) -> bool:
-        return self._room <= 0 and (self.records is not None or self.records_builder.is_full())
+        return self.room <= 0 and (self.records is not None or self.records_builder.is_full())
 
     @property
     def size_in_bytes(self) -> int:
@@ -191,7 +189,7 @@ class ProducerBatch:
     def close(self) -> MemoryRecords:
         """No more appends: build (and compress) the records, into the pooled buffer if they fit."""
         if self.records is None:
-            self._room = UNKNOWN_ROOM
+            self.room = UNKNOWN_ROOM
             built = self.records_builder.build()
             size, buffer = built.size_in_bytes, self.buffer
             if buffer is not None and size <= len(buffer):
@@ -218,16 +216,21 @@ class ProducerBatch:
                 log.exception("error in a callback for a record sent to %s", self.topic_partition)
         self.produce_future.done()
 
-    def is_expired(self, request_timeout_ms: int, retry_backoff_ms: int, now: int, linger_ms: int,
-                   is_full: bool) -> bool:
-        """0.10's three expiry rules for a batch that waits in the accumulator (see the text)."""
-        if not self.retry and is_full and now - self.last_append_time > request_timeout_ms:
-            return True
-        if not self.retry and now - (self.created_ms + linger_ms) > request_timeout_ms:
-            return True
-        return self.retry and now - (self.last_attempt_ms + retry_backoff_ms) > request_timeout_ms
-
     def __repr__(self):
         state = "closed" if self.is_closed else "open"
         return (f"ProducerBatch({self.topic_partition}, {self.record_count} records, {state}, "
                 f"attempts={self.attempts})")
+
+
+# %% book/ch2_producer/0303_record_batch.ipynb 18f424b2
+def is_expired(self: ProducerBatch, request_timeout_ms: int, retry_backoff_ms: int, now: int, linger_ms: int,
+               is_full: bool) -> bool:
+    """0.10's three expiry rules for a batch that waits in the accumulator (see the text)."""
+    if not self.retry and is_full and now - self.last_append_time > request_timeout_ms:
+        return True
+    if not self.retry and now - (self.created_ms + linger_ms) > request_timeout_ms:
+        return True
+    return self.retry and now - (self.last_attempt_ms + retry_backoff_ms) > request_timeout_ms
+
+
+ProducerBatch.is_expired = is_expired

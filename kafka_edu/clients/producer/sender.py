@@ -55,43 +55,6 @@ class Sender:
         self._time = time
         self.sensors = None if metrics is None else SenderMetrics(metrics, client, metadata, time)   # see below
 
-    # --- the thread ---------------------------------------------------------------------------
-    def run(self) -> None:
-        """Loop until closed; then finish what is queued and in flight (unless forced); then close."""
-        log.debug("starting the producer's network thread")
-        while self.running:
-            self._run_once_logged()
-        while not self.forced_close and (self.accumulator.has_unsent() or self.client.in_flight_request_count()):
-            self._run_once_logged()
-        if self.forced_close:
-            self.accumulator.abort_incomplete_batches()
-        self.client.close()
-        log.debug("the producer's network thread has stopped")
-
-    def _run_once_logged(self) -> None:
-        try:
-            self.run_once(self._time.milliseconds())
-        except Exception:
-            log.exception("uncaught error in the producer's network thread")
-
-    def initiate_close(self) -> None:
-        """Stop accepting records; the loop sends what is left, then ends."""
-        self.accumulator.close()
-        self.running = False
-        self.wakeup()
-
-    def force_close(self) -> None:
-        """Stop now: incomplete batches fail."""
-        self.forced_close = True
-        self.initiate_close()
-
-    def wakeup(self) -> None:
-        """Make the loop's poll return now; one pending wake-up per turn is enough."""
-        if not self._wakeup_pending:
-            self._wakeup_pending = True
-            self.client.wakeup()
-
-    # --- one turn of the loop -----------------------------------------------------------------
     def run_once(self, now: int) -> None:
         self._wakeup_pending = False      # from here on, what callers add is seen by this turn or wakes the next
         if self.idempotence is not None and not self.idempotence.has_producer_id:
@@ -133,128 +96,200 @@ class Sender:
         poll_timeout = 0 if ready_nodes else min(result.next_ready_check_delay_ms, not_ready_timeout)
         self.client.poll(poll_timeout, now)
 
-    # --- requests -----------------------------------------------------------------------------
-    def _produce_version(self, node_id: str) -> int:
-        versions = self.client.api_versions.get(node_id)
-        return versions.latest_usable_version(ApiKeys.PRODUCE) if versions else ApiKeys.PRODUCE.max_version
 
-    def _produce_request(self, node_id: str, batches: list[ProducerBatch], now: int) -> ClientRequest | None:
-        """One request for all of a node's drained batches (None if none can be sent)."""
-        version = self._produce_version(node_id)
-        magic = produce_magic(version)
-        by_partition: dict[TopicPartition, ProducerBatch] = {}
-        topic_data: dict[str, list[dict]] = {}
-        for batch in batches:
-            try:
-                records = batch.records if magic == 2 else self._down_convert(batch, magic)
-            except (ValueError, UnsupportedCompressionTypeError) as e:
-                self._fail_unsendable(batch, version, e)
-                continue
-            tp = batch.topic_partition
-            by_partition[tp] = batch
-            topic_data.setdefault(tp.topic, []).append({"index": tp.partition, "records": records.buffer})
-        if not by_partition:
-            return None
-        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
-                "topic_data": [{"name": topic, "partition_data": parts} for topic, parts in topic_data.items()]}
-        return self.client.new_client_request(
-            node_id, ApiKeys.PRODUCE, body, now, expect_response=self.acks != 0, api_version=version,
-            callback=lambda response: self._handle_produce_response(response, by_partition))
+# %% book/ch2_producer/0406_sender.ipynb e2d9d31d
+def _produce_version(self: Sender, node_id: str) -> int:
+    versions = self.client.api_versions.get(node_id)
+    return versions.latest_usable_version(ApiKeys.PRODUCE) if versions else ApiKeys.PRODUCE.max_version
 
-    @staticmethod
-    def _down_convert(batch: ProducerBatch, magic: int) -> MemoryRecords:
-        """The batch in an older format; headers and producer state cannot be carried (convert() drops them)."""
-        if batch.producer_state is not None:
-            raise ValueError(f"message format v{magic} has no producer id or sequence numbers")
-        if any(record.headers for record in batch.records.records(verify=False)):
-            raise ValueError(f"message format v{magic} cannot carry record headers")
-        return convert(batch.records, magic)
 
-    def _fail_unsendable(self, batch: ProducerBatch, version: int, cause: Exception) -> None:
-        error = KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                           f"the broker takes Produce v{version} (message format v{produce_magic(version)}): {cause}")
-        self._finish(batch, -1, NO_TIMESTAMP, error)
-
-    # --- responses ----------------------------------------------------------------------------
-    def _handle_produce_response(self, response: ClientResponse,
-                                 batches: dict[TopicPartition, ProducerBatch]) -> None:
-        now, correlation_id = response.received_ms, response.request.correlation_id
-        if self.sensors is not None:
-            self.sensors.record_response(response)
-        if response.disconnected:
-            log.debug("request %s to node %s was cut off by a disconnection", correlation_id, response.destination)
-            for batch in batches.values():
-                self._complete_batch(batch, Errors.NETWORK_EXCEPTION, -1, NO_TIMESTAMP, correlation_id, now)
-        elif response.body is not None:
-            for topic in response.body["responses"]:
-                for part in topic["partition_responses"]:
-                    batch = batches[TopicPartition(topic["name"], part["index"])]
-                    self._complete_batch(batch, Errors.for_code(part["error_code"]), part["base_offset"],
-                                         part.get("log_append_time_ms", NO_TIMESTAMP), correlation_id, now)
-        else:                                        # acks=0: written is all we will ever know
-            for batch in batches.values():
-                self._complete_batch(batch, Errors.NONE, -1, NO_TIMESTAMP, correlation_id, now)
-
-    def _complete_batch(self, batch: ProducerBatch, error: Errors, base_offset: int, log_append_time: int,
-                        correlation_id: int, now: int) -> None:
+def _produce_request(self: Sender, node_id: str, batches: list[ProducerBatch], now: int) -> ClientRequest | None:
+    """One request for all of a node's drained batches (None if none can be sent)."""
+    version = self._produce_version(node_id)
+    magic = produce_magic(version)
+    by_partition: dict[TopicPartition, ProducerBatch] = {}
+    topic_data: dict[str, list[dict]] = {}
+    for batch in batches:
+        try:
+            records = batch.records if magic == 2 else self._down_convert(batch, magic)
+        except (ValueError, UnsupportedCompressionTypeError) as e:
+            self._fail_unsendable(batch, version, e)
+            continue
         tp = batch.topic_partition
-        if error is not Errors.NONE and self._can_retry(batch, error):
-            log.warning("produce response %s for %s: %s; retrying (%d attempts left)", correlation_id, tp,
-                        error.name, self.retries - batch.attempts - 1)
-            self.accumulator.reenqueue(batch, now)
-            if self.sensors is not None:
-                self.sensors.record_retries(tp.topic, batch.record_count, now)
-        elif error is Errors.NONE or error is Errors.DUPLICATE_SEQUENCE_NUMBER:   # a duplicate: already written
-            self._finish(batch, base_offset, log_append_time, None)
-        elif error is Errors.TOPIC_AUTHORIZATION_FAILED:
-            self._finish(batch, base_offset, log_append_time, KafkaError(error, f"not authorized to write to {tp.topic}"))
-        else:
-            self._finish(batch, base_offset, log_append_time, KafkaError(error, f"{error.description} ({tp})"))
-        if error in INVALID_METADATA_ERRORS:
-            self.metadata.request_update()
-        if self.guarantee_message_order:
-            self.accumulator.unmute(tp)
+        by_partition[tp] = batch
+        topic_data.setdefault(tp.topic, []).append({"index": tp.partition, "records": records.buffer})
+    if not by_partition:
+        return None
+    body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+            "topic_data": [{"name": topic, "partition_data": parts} for topic, parts in topic_data.items()]}
+    return self.client.new_client_request(
+        node_id, ApiKeys.PRODUCE, body, now, expect_response=self.acks != 0, api_version=version,
+        callback=lambda response: self._handle_produce_response(response, by_partition))
 
-    def _can_retry(self, batch: ProducerBatch, error: Errors) -> bool:
-        return batch.attempts < self.retries and error.retriable
 
-    def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int,
-                error: BaseException | None) -> None:
-        batch.done(base_offset, log_append_time, error)
-        self.accumulator.deallocate(batch)
-        if error is not None:
-            self._forget_sequences_after(batch)
-            if self.sensors is not None:
-                self.sensors.record_errors(batch.topic_partition.topic, batch.record_count, self._time.milliseconds())
+def _down_convert(batch: ProducerBatch, magic: int) -> MemoryRecords:
+    """The batch in an older format; headers and producer state cannot be carried (convert() drops them)."""
+    if batch.producer_state is not None:
+        raise ValueError(f"message format v{magic} has no producer id or sequence numbers")
+    if any(record.headers for record in batch.records.records(verify=False)):
+        raise ValueError(f"message format v{magic} cannot carry record headers")
+    return convert(batch.records, magic)
 
-    # --- Beyond 0.10: the idempotent producer -------------------------------------------------
-    def _maybe_request_producer_id(self, now: int) -> None:
-        manager = self.idempotence
-        if manager.request_in_flight or now < manager.next_attempt_ms:
-            return
-        node = self.client.least_loaded_node(now)
-        if node is None or not self.client.ready(node, now):
-            return
-        body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
-        self.client.send(self.client.new_client_request(node.id_string, ApiKeys.INIT_PRODUCER_ID, body, now,
-                                                        callback=self._handle_init_producer_id), now)
-        manager.request_in_flight = True
 
-    def _handle_init_producer_id(self, response: ClientResponse) -> None:
-        manager = self.idempotence
-        manager.request_in_flight = False
-        error = Errors.NETWORK_EXCEPTION if response.disconnected else Errors.for_code(response.body["error_code"])
-        if error is Errors.NONE:
-            manager.set_producer_id_and_epoch(response.body["producer_id"], response.body["producer_epoch"])
-            log.debug("producer id %s, epoch %s", manager.producer_id, manager.producer_epoch)
-        else:
-            log.warning("InitProducerId failed with %s; trying again", error.name)
-            manager.next_attempt_ms = response.received_ms + self.accumulator.retry_backoff_ms
+def _fail_unsendable(self: Sender, batch: ProducerBatch, version: int, cause: Exception) -> None:
+    error = KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                       f"the broker takes Produce v{version} (message format v{produce_magic(version)}): {cause}")
+    self._finish(batch, -1, NO_TIMESTAMP, error)
 
-    def _forget_sequences_after(self, batch: ProducerBatch) -> None:
-        """A batch with a sequence number failed for good: later sequences would leave a gap, so start afresh."""
-        if (self.idempotence is not None and batch.producer_state is not None
-                and batch.producer_state[0] == self.idempotence.producer_id):
-            log.warning("a batch of %s with sequence %d failed; asking for a new producer id",
-                        batch.topic_partition, batch.producer_state[2])
-            self.idempotence.reset()
+
+def _handle_produce_response(self: Sender, response: ClientResponse,
+                             batches: dict[TopicPartition, ProducerBatch]) -> None:
+    now, correlation_id = response.received_ms, response.request.correlation_id
+    if self.sensors is not None:
+        self.sensors.record_response(response)
+    if response.disconnected:
+        log.debug("request %s to node %s was cut off by a disconnection", correlation_id, response.destination)
+        for batch in batches.values():
+            self._complete_batch(batch, Errors.NETWORK_EXCEPTION, -1, NO_TIMESTAMP, correlation_id, now)
+    elif response.body is not None:
+        for topic in response.body["responses"]:
+            for part in topic["partition_responses"]:
+                batch = batches[TopicPartition(topic["name"], part["index"])]
+                self._complete_batch(batch, Errors.for_code(part["error_code"]), part["base_offset"],
+                                     part.get("log_append_time_ms", NO_TIMESTAMP), correlation_id, now)
+    else:                                        # acks=0: written is all we will ever know
+        for batch in batches.values():
+            self._complete_batch(batch, Errors.NONE, -1, NO_TIMESTAMP, correlation_id, now)
+
+
+def _complete_batch(self: Sender, batch: ProducerBatch, error: Errors, base_offset: int, log_append_time: int,
+                    correlation_id: int, now: int) -> None:
+    tp = batch.topic_partition
+    if error is not Errors.NONE and self._can_retry(batch, error):
+        log.warning("produce response %s for %s: %s; retrying (%d attempts left)", correlation_id, tp,
+                    error.name, self.retries - batch.attempts - 1)
+        self.accumulator.reenqueue(batch, now)
+        if self.sensors is not None:
+            self.sensors.record_retries(tp.topic, batch.record_count, now)
+    elif error is Errors.NONE or error is Errors.DUPLICATE_SEQUENCE_NUMBER:   # a duplicate: already written
+        self._finish(batch, base_offset, log_append_time, None)
+    elif error is Errors.TOPIC_AUTHORIZATION_FAILED:
+        self._finish(batch, base_offset, log_append_time, KafkaError(error, f"not authorized to write to {tp.topic}"))
+    else:
+        self._finish(batch, base_offset, log_append_time, KafkaError(error, f"{error.description} ({tp})"))
+    if error in INVALID_METADATA_ERRORS:
+        self.metadata.request_update()
+    if self.guarantee_message_order:
+        self.accumulator.unmute(tp)
+
+
+def _can_retry(self: Sender, batch: ProducerBatch, error: Errors) -> bool:
+    return batch.attempts < self.retries and error.retriable
+
+
+def _finish(self: Sender, batch: ProducerBatch, base_offset: int, log_append_time: int,
+            error: BaseException | None) -> None:
+    batch.done(base_offset, log_append_time, error)
+    self.accumulator.deallocate(batch)
+    if error is not None:
+        self._forget_sequences_after(batch)
+        if self.sensors is not None:
+            self.sensors.record_errors(batch.topic_partition.topic, batch.record_count, self._time.milliseconds())
+
+
+def _forget_sequences_after(self: Sender, batch: ProducerBatch) -> None:
+    """A batch with a sequence number failed for good: later sequences would leave a gap, so start afresh."""
+    if (self.idempotence is not None and batch.producer_state is not None
+            and batch.producer_state[0] == self.idempotence.producer_id):
+        log.warning("a batch of %s with sequence %d failed; asking for a new producer id",
+                    batch.topic_partition, batch.producer_state[2])
+        self.idempotence.reset()
+
+
+Sender._produce_version = _produce_version
+Sender._produce_request = _produce_request
+Sender._down_convert = staticmethod(_down_convert)
+Sender._fail_unsendable = _fail_unsendable
+Sender._handle_produce_response = _handle_produce_response
+Sender._complete_batch = _complete_batch
+Sender._can_retry = _can_retry
+Sender._finish = _finish
+Sender._forget_sequences_after = _forget_sequences_after
+
+
+# %% book/ch2_producer/0406_sender.ipynb 1e466d9a
+def run(self: Sender) -> None:
+    """Loop until closed; then finish what is queued and in flight (unless forced); then close."""
+    log.debug("starting the producer's network thread")
+    while self.running:
+        self._run_once_logged()
+    while not self.forced_close and (self.accumulator.has_unsent() or self.client.in_flight_request_count()):
+        self._run_once_logged()
+    if self.forced_close:
+        self.accumulator.abort_incomplete_batches()
+    self.client.close()
+    log.debug("the producer's network thread has stopped")
+
+
+def _run_once_logged(self: Sender) -> None:
+    try:
+        self.run_once(self._time.milliseconds())
+    except Exception:
+        log.exception("uncaught error in the producer's network thread")
+
+
+def initiate_close(self: Sender) -> None:
+    """Stop accepting records; the loop sends what is left, then ends."""
+    self.accumulator.close()
+    self.running = False
+    self.wakeup()
+
+
+def force_close(self: Sender) -> None:
+    """Stop now: incomplete batches fail."""
+    self.forced_close = True
+    self.initiate_close()
+
+
+def wakeup(self: Sender) -> None:
+    """Make the loop's poll return now; one pending wake-up per turn is enough."""
+    if not self._wakeup_pending:
+        self._wakeup_pending = True
+        self.client.wakeup()
+
+
+Sender.run = run
+Sender._run_once_logged = _run_once_logged
+Sender.initiate_close = initiate_close
+Sender.force_close = force_close
+Sender.wakeup = wakeup
+
+
+# %% book/ch2_producer/0406_sender.ipynb 677bfa05
+def _maybe_request_producer_id(self: Sender, now: int) -> None:
+    manager = self.idempotence
+    if manager.request_in_flight or now < manager.next_attempt_ms:
+        return
+    node = self.client.least_loaded_node(now)
+    if node is None or not self.client.ready(node, now):
+        return
+    body = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+    self.client.send(self.client.new_client_request(node.id_string, ApiKeys.INIT_PRODUCER_ID, body, now,
+                                                    callback=self._handle_init_producer_id), now)
+    manager.request_in_flight = True
+
+
+def _handle_init_producer_id(self: Sender, response: ClientResponse) -> None:
+    manager = self.idempotence
+    manager.request_in_flight = False
+    error = Errors.NETWORK_EXCEPTION if response.disconnected else Errors.for_code(response.body["error_code"])
+    if error is Errors.NONE:
+        manager.set_producer_id_and_epoch(response.body["producer_id"], response.body["producer_epoch"])
+        log.debug("producer id %s, epoch %s", manager.producer_id, manager.producer_epoch)
+    else:
+        log.warning("InitProducerId failed with %s; trying again", error.name)
+        manager.next_attempt_ms = response.received_ms + self.accumulator.retry_backoff_ms
+
+
+Sender._maybe_request_producer_id = _maybe_request_producer_id
+Sender._handle_init_producer_id = _handle_init_producer_id

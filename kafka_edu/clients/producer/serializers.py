@@ -72,6 +72,7 @@ class StringDeserializer(Deserializer):
             raise SerializationError(f"not {self.encoding} text: {e}") from None
 
 
+# %% book/ch2_producer/0201_kafka_producer.ipynb b2e2316c
 class _FixedSize(Serializer, Deserializer):
     """A number in a fixed-size big-endian format: one class serializes and deserializes it."""
 

@@ -4,14 +4,42 @@
 from enum import Enum
 
 
-class Errors(Enum):
-    """Kafka's error codes: `.code`, `.retriable` (worth retrying after a refresh) and `.description`."""
+class _ErrorCode(Enum):
+    """A wire error code with its retriable flag and description, and the lookups on it (mixin of `Errors`)."""
 
     def __new__(cls, code: int, retriable: bool, description: str):
         member = object.__new__(cls)
         member._value_ = code
         member.code, member.retriable, member.description = code, retriable, description
         return member
+
+    @classmethod
+    def for_code(cls, code: int) -> "Errors":
+        """The error for a wire code; codes this table does not know count as UNKNOWN_SERVER_ERROR."""
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN_SERVER_ERROR
+
+    def exception(self, message: str | None = None) -> "KafkaError":
+        return KafkaError(self, message)
+
+
+class KafkaError(Exception):
+    """An error code turned into an exception; `.error` is the Errors member."""
+
+    def __init__(self, error: "Errors", message: str | None = None):
+        super().__init__(f"{error.name} ({error.code}): {message or error.description}")
+        self.error = error
+
+    @property
+    def retriable(self) -> bool:
+        return self.error.retriable
+
+
+# %% book/ch2_producer/0401_wire_protocol.ipynb 76bf50da
+class Errors(_ErrorCode):
+    """Kafka's error codes: `.code`, `.retriable` (worth retrying after a refresh) and `.description`."""
 
     UNKNOWN_SERVER_ERROR = (-1, False, "The broker hit an unexpected error while handling the request.")
     NONE = (0, False, "Success.")
@@ -143,26 +171,3 @@ class Errors(Enum):
     DUPLICATE_VOTER = (126, False, "The voter is already in the voter set.")
     VOTER_NOT_FOUND = (127, False, "The voter is not in the voter set.")
     INVALID_REGULAR_EXPRESSION = (128, False, "The regular expression is invalid.")
-
-    @classmethod
-    def for_code(cls, code: int) -> "Errors":
-        """The error for a wire code; codes this table does not know count as UNKNOWN_SERVER_ERROR."""
-        try:
-            return cls(code)
-        except ValueError:
-            return cls.UNKNOWN_SERVER_ERROR
-
-    def exception(self, message: str | None = None) -> "KafkaError":
-        return KafkaError(self, message)
-
-
-class KafkaError(Exception):
-    """An error code turned into an exception; `.error` is the Errors member."""
-
-    def __init__(self, error: Errors, message: str | None = None):
-        super().__init__(f"{error.name} ({error.code}): {message or error.description}")
-        self.error = error
-
-    @property
-    def retriable(self) -> bool:
-        return self.error.retriable

@@ -161,6 +161,8 @@ FETCH = Message(1, 'Fetch', max_version=11, flexible_from=12,
     ],
 )
 
+
+# %% book/ch2_producer/0402_api_schemas.ipynb 8daf1584
 LIST_OFFSETS = Message(2, 'ListOffsets', max_version=5, flexible_from=6,
     request=[
         f('replica_id', INT32),
@@ -300,6 +302,8 @@ FIND_COORDINATOR = Message(10, 'FindCoordinator', max_version=2, flexible_from=3
     ],
 )
 
+
+# %% book/ch2_producer/0402_api_schemas.ipynb cf607487
 JOIN_GROUP = Message(11, 'JoinGroup', max_version=5, flexible_from=6,
     request=[
         f('group_id', STRING),
@@ -379,6 +383,8 @@ SYNC_GROUP = Message(14, 'SyncGroup', max_version=3, flexible_from=4,
     ],
 )
 
+
+# %% book/ch2_producer/0402_api_schemas.ipynb 7c6a9615
 DESCRIBE_GROUPS = Message(15, 'DescribeGroups', max_version=4, flexible_from=5,
     request=[
         f('groups', Array(STRING)),
@@ -442,6 +448,20 @@ API_VERSIONS = Message(18, 'ApiVersions', max_version=2, flexible_from=3,
     ],
 )
 
+SASL_AUTHENTICATE = Message(36, 'SaslAuthenticate', max_version=1, flexible_from=2,
+    request=[
+        f('auth_bytes', BYTES),
+    ],
+    response=[
+        f('error_code', INT16),
+        f('error_message', STRING, nullable=True),
+        f('auth_bytes', BYTES),
+        f('session_lifetime_ms', INT64, '1+', default=0),
+    ],
+)
+
+
+# %% book/ch2_producer/0402_api_schemas.ipynb 80e9543e
 CREATE_TOPICS = Message(19, 'CreateTopics', max_version=4, flexible_from=5,
     request=[
         array('topics', 'CreatableTopic', fields=[
@@ -484,6 +504,30 @@ DELETE_TOPICS = Message(20, 'DeleteTopics', max_version=3, flexible_from=4,
     ],
 )
 
+CREATE_PARTITIONS = Message(37, 'CreatePartitions', max_version=1, flexible_from=2,
+    request=[
+        array('topics', 'CreatePartitionsTopic', fields=[
+            f('name', STRING),
+            f('count', INT32),
+            array('assignments', 'CreatePartitionsAssignment', nullable=True, fields=[
+                f('broker_ids', Array(INT32)),
+            ]),
+        ]),
+        f('timeout_ms', INT32),
+        f('validate_only', BOOLEAN),
+    ],
+    response=[
+        f('throttle_time_ms', INT32),
+        array('results', 'CreatePartitionsTopicResult', fields=[
+            f('name', STRING),
+            f('error_code', INT16),
+            f('error_message', STRING, nullable=True, default=None),
+        ]),
+    ],
+)
+
+
+# %% book/ch2_producer/0402_api_schemas.ipynb e411ef33
 INIT_PRODUCER_ID = Message(22, 'InitProducerId', max_version=1, flexible_from=2,
     request=[
         f('transactional_id', STRING, nullable=True),
@@ -497,6 +541,8 @@ INIT_PRODUCER_ID = Message(22, 'InitProducerId', max_version=1, flexible_from=2,
     ],
 )
 
+
+# %% book/ch2_producer/0402_api_schemas.ipynb dd203338
 DESCRIBE_ACLS = Message(29, 'DescribeAcls', max_version=1, flexible_from=2,
     request=[
         f('resource_type_filter', INT8),
@@ -578,6 +624,8 @@ DELETE_ACLS = Message(31, 'DeleteAcls', max_version=1, flexible_from=2,
     ],
 )
 
+
+# %% book/ch2_producer/0402_api_schemas.ipynb cab87a7f
 DESCRIBE_CONFIGS = Message(32, 'DescribeConfigs', max_version=2, flexible_from=4,
     request=[
         array('resources', 'DescribeConfigsResource', fields=[
@@ -630,40 +678,6 @@ ALTER_CONFIGS = Message(33, 'AlterConfigs', max_version=1, flexible_from=2,   # 
             f('error_message', STRING, nullable=True),
             f('resource_type', INT8),
             f('resource_name', STRING),
-        ]),
-    ],
-)
-
-SASL_AUTHENTICATE = Message(36, 'SaslAuthenticate', max_version=1, flexible_from=2,
-    request=[
-        f('auth_bytes', BYTES),
-    ],
-    response=[
-        f('error_code', INT16),
-        f('error_message', STRING, nullable=True),
-        f('auth_bytes', BYTES),
-        f('session_lifetime_ms', INT64, '1+', default=0),
-    ],
-)
-
-CREATE_PARTITIONS = Message(37, 'CreatePartitions', max_version=1, flexible_from=2,
-    request=[
-        array('topics', 'CreatePartitionsTopic', fields=[
-            f('name', STRING),
-            f('count', INT32),
-            array('assignments', 'CreatePartitionsAssignment', nullable=True, fields=[
-                f('broker_ids', Array(INT32)),
-            ]),
-        ]),
-        f('timeout_ms', INT32),
-        f('validate_only', BOOLEAN),
-    ],
-    response=[
-        f('throttle_time_ms', INT32),
-        array('results', 'CreatePartitionsTopicResult', fields=[
-            f('name', STRING),
-            f('error_code', INT16),
-            f('error_message', STRING, nullable=True, default=None),
         ]),
     ],
 )

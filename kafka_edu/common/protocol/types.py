@@ -279,6 +279,7 @@ class Field:
         return f"Field({self.name!r}, {self.type.name}{extra})"
 
 
+# %% book/ch2_producer/0401_wire_protocol.ipynb f974b2d6
 class Struct(Mapping):
     """The values of one schema: attribute and item access, equality with structs and dicts."""
 
@@ -348,6 +349,7 @@ def _short_repr(value):
     return repr(value)
 
 
+# %% book/ch2_producer/0401_wire_protocol.ipynb 08aa2095
 class Schema(Type):
     """An ordered list of fields; a Type itself, so schemas nest. Reads Structs, writes Structs or dicts."""
 

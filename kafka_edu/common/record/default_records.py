@@ -22,6 +22,7 @@ def _unsigned_varint(n: int) -> bytes:
 
 _TABLE_SIZE = 1 << 14  # every one- and two-byte varint, precomputed: encoding is one list lookup
 _VARINT_TABLE = [_unsigned_varint(z) for z in range(_TABLE_SIZE)]
+_SMALL = _TABLE_SIZE // 2   # every int in 0..8191 has its zig-zag varint in the table
 
 
 def encode_varint(value: int) -> bytes:
@@ -184,9 +185,11 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                     append_time: int | None, into: type = Record, prefix: tuple = ()) -> list:
     # The hot loop of every consumer. One- and two-byte varints (three for the deltas) are decoded
     # inline, the zig-zag step by a table lookup, written out field by field: a Python call per
-    # field would cost more than the decoding. Each record is built once, as an `into` tuple.
+    # field would cost more than the decoding. Each record is built once, as an `into` tuple, from
+    # `prefix` (empty, or a consumer's topic and partition) and the record's six fields.
     records = []
     append, new_record, zigzag = records.append, tuple.__new__, _ZIGZAG
+    topic, partition = prefix or (None, None)
     timestamp_type = TimestampType.CREATE_TIME if append_time is None else TimestampType.LOG_APPEND_TIME
     pos, end = 0, len(data)
     try:
@@ -249,9 +252,12 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 headers, pos = _decode_headers(data, pos, header_count)
             if pos != stop:
                 raise CorruptRecordError(f"a record declares {length} bytes but its fields end at {pos - stop:+} bytes")
-            append(new_record(into, prefix + (base_offset + offset_delta,
-                                              append_time if append_time is not None else base_timestamp + timestamp_delta,
-                                              timestamp_type, key, value, headers)))
+            offset = base_offset + offset_delta
+            timestamp = append_time if append_time is not None else base_timestamp + timestamp_delta
+            if prefix:                             # the fields in one tuple, not a prefix joined to six
+                append(new_record(into, (topic, partition, offset, timestamp, timestamp_type, key, value, headers)))
+            else:
+                append(new_record(into, (offset, timestamp, timestamp_type, key, value, headers)))
     except IndexError:
         raise CorruptRecordError(f"a record is truncated at byte {pos}") from None
     if pos != end:
@@ -317,7 +323,7 @@ class DefaultRecordBatch:
         return iter(self.decode(verify))
 
     def decode(self, verify: bool = True, into: type = Record, prefix: tuple = ()) -> list:
-        """The records as a list of `into` tuples: `prefix`, then a Record's six fields.
+        """The records as a list of `into` tuples: `prefix` (empty or two fields), then a Record's six.
 
         A consumer passes its own record type with (topic, partition) as the prefix, so each record
         is built once, straight from the bytes.
@@ -404,7 +410,7 @@ class RecordBatchBuilder:
         self._records = bytearray()
         self._base_timestamp = None
         self._max_timestamp = NO_TIMESTAMP
-        self._last_offset = None
+        self._last_offset = base_offset - 1
 
     @property
     def uncompressed_size(self) -> int:
@@ -413,7 +419,7 @@ class RecordBatchBuilder:
 
     @property
     def next_offset_delta(self) -> int:
-        return 0 if self._last_offset is None else self._last_offset + 1 - self.base_offset
+        return self._last_offset + 1 - self.base_offset
 
     def timestamp_delta(self, timestamp: int | None) -> int:
         """The delta a record with `timestamp` would store (0 before the first record)."""
@@ -422,7 +428,7 @@ class RecordBatchBuilder:
         return timestamp - self._base_timestamp
 
     def append(self, offset: int, timestamp: int | None, key, value, headers=()) -> None:
-        if offset < self.base_offset or (self._last_offset is not None and offset <= self._last_offset):
+        if offset <= self._last_offset:
             raise ValueError(f"offset {offset} does not follow {self._last_offset} (base {self.base_offset}): "
                              "offsets must increase")
         if timestamp is None:
@@ -431,8 +437,22 @@ class RecordBatchBuilder:
             raise ValueError(f"invalid negative timestamp {timestamp}")
         if self._base_timestamp is None:
             self._base_timestamp = timestamp
-        self._records += _encode_record(offset - self.base_offset, timestamp - self._base_timestamp,
-                                        key, value, headers)
+        offset_delta = offset - self.base_offset
+        timestamp_delta = timestamp - self._base_timestamp
+        zigzag_ts = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        if (headers or zigzag_ts >= _TABLE_SIZE or offset_delta >= _SMALL or key_size >= _SMALL
+                or value_size >= _SMALL):
+            self._records += _encode_record(offset_delta, timestamp_delta, key, value, headers)
+        else:                     # the producer's usual record, every varint from the table (see the text)
+            table = _VARINT_TABLE
+            body = b"".join((b"\x00", table[zigzag_ts], table[offset_delta << 1],
+                             table[(key_size << 1) ^ (key_size >> 63)], key or b"",
+                             table[(value_size << 1) ^ (value_size >> 63)], value or b"", b"\x00"))
+            records, length = self._records, len(body)
+            records += table[length << 1] if length < _SMALL else encode_varint(length)
+            records += body
         self._last_offset = offset
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp

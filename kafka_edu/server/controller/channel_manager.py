@@ -80,52 +80,60 @@ class RequestSendThread(threading.Thread):
         finally:
             self.network_client.close()
 
-    def _send_until_answered(self, item: QueueItem):
-        """Retry (reconnecting, backing off) until the broker answers or the thread is stopped."""
-        while not self._stopped.is_set():
-            try:
-                if self._await_ready():
-                    body = self._send_and_receive(item)
-                    if body is not None:
-                        self.failed_attempts, self.sent = 0, self.sent + 1
-                        return body
-            except Exception as exc:
-                log.warning("controller request %s to broker %d failed: %s", item.api_key.name, self.broker.id, exc)
-            self.network_client.close(self.broker.id_string)
-            self.failed_attempts += 1
-            self.on_progress(self, 0)
-            self._stopped.wait(RETRY_BACKOFF_MS / 1000)
-        return None
-
-    def _await_ready(self) -> bool:
-        deadline = self.time.milliseconds() + self.socket_timeout_ms
-        while not self._stopped.is_set() and (now := self.time.milliseconds()) < deadline:
-            if self.network_client.ready(self.broker, now):
-                return True
-            if self.network_client.connection_failed(self.broker.id_string):
-                refused = self.network_client.authentication_errors.get(self.broker.id_string)
-                if refused is not None:
-                    raise refused                   # 4.8: say why the login failed, then retry
-                return False
-            self.network_client.poll(100, now)
-        return False
-
-    def _send_and_receive(self, item: QueueItem):
-        now = self.time.milliseconds()
-        request = self.network_client.new_client_request(self.broker.id_string, item.api_key, item.body, now,
-                                                         api_version=item.api_version)
-        self.network_client.send(request, now)
-        deadline = now + self.socket_timeout_ms
-        while not self._stopped.is_set() and (now := self.time.milliseconds()) < deadline:
-            for response in self.network_client.poll(100, now):
-                if response.request is request:
-                    return None if response.disconnected else response.body
-        return None
-
     def shutdown(self) -> None:
         self._stopped.set()
         self.queue.put(_STOP)
         self.network_client.wakeup()
+
+
+# %% book/ch4_server/0602_controller_channel_manager.ipynb a32dd65c
+def _send_until_answered(self, item: QueueItem):
+    """Retry (reconnecting, backing off) until the broker answers or the thread is stopped."""
+    while not self._stopped.is_set():
+        try:
+            if self._await_ready():
+                body = self._send_and_receive(item)
+                if body is not None:
+                    self.failed_attempts, self.sent = 0, self.sent + 1
+                    return body
+        except Exception as exc:
+            log.warning("controller request %s to broker %d failed: %s", item.api_key.name, self.broker.id, exc)
+        self.network_client.close(self.broker.id_string)
+        self.failed_attempts += 1
+        self.on_progress(self, 0)
+        self._stopped.wait(RETRY_BACKOFF_MS / 1000)
+    return None
+
+def _await_ready(self) -> bool:
+    deadline = self.time.milliseconds() + self.socket_timeout_ms
+    while not self._stopped.is_set() and (now := self.time.milliseconds()) < deadline:
+        if self.network_client.ready(self.broker, now):
+            return True
+        if self.network_client.connection_failed(self.broker.id_string):
+            refused = self.network_client.authentication_errors.get(self.broker.id_string)
+            if refused is not None:
+                raise refused                   # 4.8: say why the login failed, then retry
+            return False
+        self.network_client.poll(100, now)
+    return False
+
+def _send_and_receive(self, item: QueueItem):
+    now = self.time.milliseconds()
+    request = self.network_client.new_client_request(self.broker.id_string, item.api_key, item.body, now,
+                                                     api_version=item.api_version)
+    self.network_client.send(request, now)
+    deadline = now + self.socket_timeout_ms
+    while not self._stopped.is_set() and (now := self.time.milliseconds()) < deadline:
+        for response in self.network_client.poll(100, now):
+            if response.request is request:
+                return None if response.disconnected else response.body
+    return None
+
+
+# RequestSendThread gets the methods defined above
+for _method in (_send_until_answered, _await_ready, _send_and_receive):
+    setattr(RequestSendThread, _method.__name__, _method)
+del (_method, _send_until_answered, _await_ready, _send_and_receive)
 
 
 # %% book/ch4_server/0602_controller_channel_manager.ipynb c5c6a77b

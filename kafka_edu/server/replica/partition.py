@@ -84,6 +84,7 @@ class Replica:
         return f"Replica({self.broker_id}, {kind}, leo={self.log_end_offset}, hw={self.high_watermark})"
 
 
+# %% book/ch4_server/0501_replica_manager.ipynb 2b6c99ea
 @dataclass(frozen=True)
 class PartitionState:
     """One partition's entry of a LeaderAndIsr request (and of the state znode behind it)."""
@@ -192,67 +193,74 @@ class _PartitionCore:
                 f"broker {self.local_broker_id} is not the leader of {self.topic}-{self.partition_id}")
         return leader
 
-    # --- leadership -----------------------------------------------------------------------------
-    def make_leader(self, state: PartitionState) -> tuple[bool, bool]:
-        """Become leader as LeaderAndIsr says; returns (newly leader, high watermark moved)."""
-        with self._lock:
-            self.controller_epoch = state.controller_epoch
-            for replica_id in state.replicas:
-                self.get_or_create_replica(replica_id)
-            for gone in set(self.assigned_replica_map) - set(state.replicas):
-                del self.assigned_replica_map[gone]
-            self.in_sync_replicas = frozenset(state.isr)
-            self.leader_epoch = state.leader_epoch
-            self.zk_version = state.zk_version
-            leader = self.assigned_replica_map[self.local_broker_id]
-            is_new_leader = self.leader_replica_id != self.local_broker_id
-            if is_new_leader:
-                leader.convert_hw_to_local_offset_metadata()
-                self.producer_state.load(leader.log)     # the follower appended without tracking producers
-                self.leader_replica_id = self.local_broker_id
-                for replica in self.assigned_replica_map.values():
-                    if not replica.is_local:
-                        replica.reset_log_end_offset()
-            return is_new_leader, self._maybe_increment_leader_hw(leader, "leader election")
 
-    def make_follower(self, state: PartitionState) -> bool:
-        """Follow `state.leader` (followers keep no ISR); returns True if the leader changed.
+# %% book/ch4_server/0501_replica_manager.ipynb 199d4876
+def make_leader(self, state: PartitionState) -> tuple[bool, bool]:
+    """Become leader as LeaderAndIsr says; returns (newly leader, high watermark moved)."""
+    with self._lock:
+        self.controller_epoch = state.controller_epoch
+        for replica_id in state.replicas:
+            self.get_or_create_replica(replica_id)
+        for gone in set(self.assigned_replica_map) - set(state.replicas):
+            del self.assigned_replica_map[gone]
+        self.in_sync_replicas = frozenset(state.isr)
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        leader = self.assigned_replica_map[self.local_broker_id]
+        is_new_leader = self.leader_replica_id != self.local_broker_id
+        if is_new_leader:
+            leader.convert_hw_to_local_offset_metadata()
+            self.producer_state.load(leader.log)     # the follower appended without tracking producers
+            self.leader_replica_id = self.local_broker_id
+            for replica in self.assigned_replica_map.values():
+                if not replica.is_local:
+                    replica.reset_log_end_offset()
+        return is_new_leader, self._maybe_increment_leader_hw(leader, "leader election")
 
-        Only then does the replica manager stop the old fetcher, cut the log back to the high
-        watermark and start fetching from the new leader (4.5.4).
-        """
-        with self._lock:
-            self.controller_epoch = state.controller_epoch
-            for replica_id in state.replicas:
-                self.get_or_create_replica(replica_id)
-            for gone in set(self.assigned_replica_map) - set(state.replicas):
-                del self.assigned_replica_map[gone]
-            self.in_sync_replicas = frozenset()
-            self.leader_epoch = state.leader_epoch
-            self.zk_version = state.zk_version
-            changed = self.leader_replica_id != state.leader
-            self.leader_replica_id = state.leader
-            return changed
+def make_follower(self, state: PartitionState) -> bool:
+    """Follow `state.leader` (followers keep no ISR); returns True if the leader changed.
 
-    def _maybe_increment_leader_hw(self, leader: Replica, trigger: str) -> bool:
-        """HW := smallest LEO in the ISR, if that moves it forward (or onto a newer segment)."""
-        ends = [self.assigned_replica_map[r].log_end_offset_metadata
-                for r in self.in_sync_replicas if r in self.assigned_replica_map]
-        if not ends:
-            return False
-        new_hw = min(ends, key=lambda m: m.message_offset)
-        old_hw = leader.high_watermark_metadata
-        newer_segment = (old_hw.message_offset == new_hw.message_offset and not old_hw.message_offset_only
-                         and not new_hw.message_offset_only and old_hw.on_older_segment(new_hw))
-        if old_hw.message_offset < new_hw.message_offset or newer_segment:
-            leader.high_watermark_metadata = new_hw
-            if old_hw.message_offset < new_hw.message_offset:
-                self.high_watermark_history.append(HighWatermarkChange(
-                    trigger, old_hw.message_offset, new_hw.message_offset,
-                    {r: self.assigned_replica_map[r].log_end_offset for r in sorted(self.in_sync_replicas)
-                     if r in self.assigned_replica_map}))
-            return True
+    Only then does the replica manager stop the old fetcher, cut the log back to the high
+    watermark and start fetching from the new leader (4.5.4).
+    """
+    with self._lock:
+        self.controller_epoch = state.controller_epoch
+        for replica_id in state.replicas:
+            self.get_or_create_replica(replica_id)
+        for gone in set(self.assigned_replica_map) - set(state.replicas):
+            del self.assigned_replica_map[gone]
+        self.in_sync_replicas = frozenset()
+        self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        changed = self.leader_replica_id != state.leader
+        self.leader_replica_id = state.leader
+        return changed
+
+def _maybe_increment_leader_hw(self, leader: Replica, trigger: str) -> bool:
+    """HW := smallest LEO in the ISR, if that moves it forward (or onto a newer segment)."""
+    ends = [self.assigned_replica_map[r].log_end_offset_metadata
+            for r in self.in_sync_replicas if r in self.assigned_replica_map]
+    if not ends:
         return False
+    new_hw = min(ends, key=lambda m: m.message_offset)
+    old_hw = leader.high_watermark_metadata
+    newer_segment = (old_hw.message_offset == new_hw.message_offset and not old_hw.message_offset_only
+                     and not new_hw.message_offset_only and old_hw.on_older_segment(new_hw))
+    if old_hw.message_offset < new_hw.message_offset or newer_segment:
+        leader.high_watermark_metadata = new_hw
+        if old_hw.message_offset < new_hw.message_offset:
+            self.high_watermark_history.append(HighWatermarkChange(
+                trigger, old_hw.message_offset, new_hw.message_offset,
+                {r: self.assigned_replica_map[r].log_end_offset for r in sorted(self.in_sync_replicas)
+                 if r in self.assigned_replica_map}))
+        return True
+    return False
+
+
+# _PartitionCore gets the methods defined above
+for _method in (make_leader, make_follower, _maybe_increment_leader_hw):
+    setattr(_PartitionCore, _method.__name__, _method)
+del (_method, make_leader, make_follower, _maybe_increment_leader_hw)
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb ffb65eeb

@@ -6,19 +6,13 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kafka_edu.clients.fetch_session_handler import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.replica.replica_manager import FetchPartitionData, FetchPartitionInfo
 
 TopicPartition = tuple[str, int]
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0        # a full request that asks for a new session
-FINAL_EPOCH = -1         # a full request without a session (closing the one it names)
 _INT32_MAX = 2**31 - 1
-
-
-def next_epoch(epoch: int) -> int:
-    return 1 if epoch >= _INT32_MAX else epoch + 1
 
 
 @dataclass

@@ -8,18 +8,20 @@ import sys
 import threading
 from pathlib import Path
 
-from kafka_edu.common.config import ConfigException, load_properties
+from kafka_edu.common.config import ConfigException
 from kafka_edu.tools.process import (SERVER_PID_FILE, DaemonError, read_pid, remove_pid, self_command,
-                                     start_daemon, write_pid)
+                                     server_properties, start_daemon, write_pid)
 
 COMMAND = "server-start"
-HELP = "Start a broker: kafka-edu server-start [--daemon] config/server.properties [--override key=value ...]"
+HELP = "Start a broker: kafka-edu server-start [--daemon] [config/server.properties] [--override key=value ...]"
 
 log = logging.getLogger("kafka_edu.tools.server_start")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", metavar="server.properties", help="the broker's configuration file")
+    parser.add_argument("config", nargs="?", metavar="server.properties",
+                        help="the broker's configuration file (default: the packaged default, Kafka 0.10's "
+                             "config/server.properties on 127.0.0.1:9092 with data in ./data, on the embedded ZooKeeper)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a configuration key, overriding the file (repeatable)")
     parser.add_argument("--daemon", action="store_true",
@@ -40,9 +42,9 @@ def _parse_overrides(parser_error, overrides: list[str]) -> dict[str, str]:
 
 def _start_daemon(args, pid_file: Path) -> int:
     """Run this command again without --daemon, detached, and wait until it has written its pid file."""
-    argv = self_command("server-start", str(Path(args.config).resolve()),
+    argv = self_command("server-start", *([str(Path(args.config).resolve())] if args.config else []),
                         *[a for o in args.override for a in ("--override", o)])
-    log_file = Path(args.log_file or Path("data", "logs", Path(args.config).stem + ".log"))
+    log_file = Path(args.log_file or Path("data", "logs", Path(args.config or "server").stem + ".log"))
     try:
         pid = start_daemon(argv, log_file, lambda child: read_pid(pid_file) == child, 300)
     except DaemonError as exc:   # the broker's own error line, which already names the command
@@ -62,13 +64,17 @@ def run(args) -> int:
 
     overrides = _parse_overrides(usage_error, args.override)
     try:
-        config = KafkaConfig({**load_properties(args.config), **overrides})
+        config = KafkaConfig({**server_properties(args.config), **overrides})
     except OSError as exc:
         print(f"kafka-edu server-start: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
         return 1
     except ConfigException as exc:
         print(f"kafka-edu server-start: {exc}", file=sys.stderr)
         return 1
+    if args.config is None and not args.daemon:
+        listeners = ",".join(f"{e.protocol}://{e.host}:{e.port}" for e in config.listeners)
+        print(f"no server.properties given: kafka-edu's packaged default, broker {config['broker.id']} on "
+              f"{listeners}, data in {Path(config.log_dirs[0]).resolve()}", flush=True)
     pid_file = Path(config.log_dirs[0]) / SERVER_PID_FILE
     if args.daemon:
         return _start_daemon(args, pid_file)

@@ -192,9 +192,11 @@ def test_deleted_controller_znode_means_a_new_election(cluster):
     cluster.zk_utils.zk.delete("/controller")
     wait_for(lambda: cluster.zk_utils.get_controller_epoch()[0] == 2, what="epoch 2")
     second = cluster.controller()
-    assert sum(s.controller.is_active for s in cluster.servers.values()) == 1
+    # the old controller resigns on its own ZooKeeper event thread, maybe after the new one has won
+    wait_for(lambda: sum(s.controller.is_active for s in cluster.servers.values()) == 1, what="one active controller")
     assert second.controller.context.epoch == 2
     if second is not first:
-        assert first.controller.channel_manager is None and not first.controller.partition_state_machine.has_started
+        wait_for(lambda: first.controller.channel_manager is None
+                 and not first.controller.partition_state_machine.has_started, what="the old controller resigned")
     wait_for(lambda: all(s.metadata_cache.controller_id == second.broker_id for s in cluster.servers.values()),
              what="every cache naming the controller")

@@ -5,6 +5,7 @@ import collections
 import logging
 from dataclasses import dataclass
 
+from kafka_edu.clients.fetch_session_handler import FetchSessionHandler, PartitionRequest
 from kafka_edu.clients.network_client import ManualMetadataUpdater, NetworkClient
 from kafka_edu.common.cluster import Node
 from kafka_edu.common.network.selector import KSelector
@@ -22,6 +23,7 @@ from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, b
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+SESSION_ERRORS = (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH)
 
 
 @dataclass(frozen=True, order=True)
@@ -74,19 +76,16 @@ class _ReplicaFetcherCore:
             reconnect_backoff_ms=0, receive_buffer_size=config["replica.socket.receive.buffer.bytes"],
             request_timeout_ms=self.socket_timeout_ms, time=time,
             metadata_updater=ManualMetadataUpdater([self.source_node]))
+        self.fetch_session = FetchSessionHandler(source_broker.id)
 
     def build_fetch_request(self, partitions) -> FetchRequest | None:
-        topics: dict[str, list[dict]] = {}
-        for (topic, partition), state in sorted(partitions.items()):
-            topics.setdefault(topic, []).append({"partition": partition, "fetch_offset": state.offset,
-                                                 "current_leader_epoch": self._fenced_epoch((topic, partition)),
-                                                 "partition_max_bytes": self.fetch_size})
-        if not topics:
+        """Beyond 0.10: the partitions go through the fetch session, which sends only what changed."""
+        if not partitions:
             return None
+        wanted = {tp: PartitionRequest(state.offset, self.fetch_size, self._fenced_epoch(tp))
+                  for tp, state in partitions.items()}
         body = {"replica_id": self.broker_id, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
-                "max_bytes": INT32_MAX, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": []}
+                "max_bytes": INT32_MAX, "isolation_level": 0, **self.fetch_session.build_next(wanted).wire_fields()}
         return FetchRequest({tp: s.offset for tp, s in partitions.items()}, body)
 
     def _fenced_epoch(self, topic_partition) -> int:
@@ -109,10 +108,17 @@ class _ReplicaFetcherCore:
             raise
 
     def fetch(self, request: FetchRequest) -> dict[tuple[str, int], PartitionData]:
-        response = self._call(ApiKeys.FETCH, request.body)
-        error = Errors.for_code(response.get("error_code", 0) or 0)
-        if error is not Errors.NONE:
-            raise error.exception(f"fetch from broker {self.source_broker.id}")
+        """The partitions the leader answered; one it leaves out of an incremental answer has no news."""
+        try:
+            response = self._call(ApiKeys.FETCH, request.body)
+        except Exception as exc:
+            self.fetch_session.handle_error(exc)
+            raise
+        if not self.fetch_session.handle_response(response):
+            error = Errors.for_code(response.get("error_code", 0) or 0)
+            if error not in (Errors.NONE, *SESSION_ERRORS):
+                raise error.exception(f"fetch from broker {self.source_broker.id}")
+            return {}                                 # the next request is full: nothing to back off from
         return {(t.topic, p.partition_index): PartitionData(Errors.for_code(p.error_code), p.high_watermark,
                                                             p.get("log_start_offset", -1),
                                                             b"" if p.records is None else p.records)

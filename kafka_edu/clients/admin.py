@@ -86,6 +86,7 @@ class UnknownTopicOrPartitionError(KafkaError):
         return False
 
 
+# %% book/ch5_tools/0500_admin_client.ipynb ec7c6924
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int

@@ -64,6 +64,7 @@ def client_configs(defaults: Mapping[str, str], config_file: str | None, option:
     return config
 
 
+# %% book/ch5_tools/0100_command_line.ipynb da5073fc
 def add_admin_arguments(parser: argparse.ArgumentParser, bootstrap_help: str = "brokers to bootstrap from") -> None:
     """--bootstrap-server, --command-config and --timeout: the options of every tool that works through
     a ClusterAdmin."""
@@ -101,6 +102,7 @@ def run_with_admin(args, client_id: str, command: Callable[[ClusterAdmin], int],
             return 1
 
 
+# %% book/ch5_tools/0100_command_line.ipynb 6fd4be2c
 def discover_tools() -> dict:
     """Every module under kafka_edu.tools that declares a COMMAND, keyed by that command."""
     tools = {}

@@ -87,6 +87,7 @@ def encode_response_pieces(correlation_id: int, api_key: int, version: int, body
     return pieces
 
 
+# %% book/ch4_server/0202_kafka_apis.ipynb a303ab0e
 class FetchResponseSend:
     """A size-prefixed response whose record data goes from segment files to the socket by sendfile."""
 

@@ -327,17 +327,6 @@ def _down_convert(data: bytes, magic: int, error: Errors) -> tuple[bytes, Errors
 
 # %% book/ch4_server/0202_kafka_apis.ipynb bca87cc6
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 1, 4, 5
-
-
-def _config_text(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
 
 
 class _AdminApis:
@@ -417,71 +406,6 @@ class _AdminApis:
 
         self.admin_manager.create_partitions(body.timeout_ms, body.validate_only, wanted, respond)
 
-    def handle_describe_configs_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
-        synonyms = header.api_version >= 1 and body.include_synonyms
-        results = []
-        for resource in body.resources:
-            result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-                      "resource_name": resource.resource_name, "configs": []}
-            if not self._may_describe_configs(request, resource.resource_type, resource.resource_name):
-                error = Errors.TOPIC_AUTHORIZATION_FAILED if resource.resource_type == TOPIC_RESOURCE \
-                    else Errors.CLUSTER_AUTHORIZATION_FAILED
-                result["error_code"] = error.code
-            elif resource.resource_type == TOPIC_RESOURCE:
-                if not self.metadata_cache.contains_topic(resource.resource_name):
-                    result["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
-                    result["error_message"] = f"Topic {resource.resource_name} does not exist"
-                else:
-                    result["configs"] = self._topic_configs(resource.resource_name, synonyms)
-            elif resource.resource_type == BROKER_RESOURCE:
-                if resource.resource_name not in ("", str(self.config["broker.id"])):
-                    result["error_code"] = Errors.INVALID_REQUEST.code
-                    result["error_message"] = (f"Unexpected broker id, expected {self.config['broker.id']} or "
-                                               f"empty string, but received {resource.resource_name}")
-                else:
-                    result["configs"] = self._broker_configs(synonyms)
-            else:
-                result["error_code"] = Errors.INVALID_REQUEST.code
-                result["error_message"] = f"Unsupported resource type {resource.resource_type}"
-            if resource.configuration_keys is not None:
-                wanted = set(resource.configuration_keys)
-                result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
-            results.append(result)
-        self.send_response(request, header, {"throttle_time_ms": 0, "results": results})
-
-    def _may_describe_configs(self, request: Request, resource_type: int, name: str) -> bool:
-        resource = Resource.topic(name) if resource_type == TOPIC_RESOURCE else CLUSTER
-        return self.authorize(request, Operation.DESCRIBE_CONFIGS, resource)
-
-    def _config_entry(self, name, value, source, read_only, chain) -> dict:
-        return {"name": name, "value": _config_text(value), "read_only": read_only,
-                "is_default": source == DEFAULT_CONFIG_SOURCE, "config_source": source, "is_sensitive": False,
-                "synonyms": [{"name": n, "value": _config_text(v), "source": s} for n, v, s in chain]}
-
-    def _topic_configs(self, topic: str, synonyms: bool) -> list[dict]:
-        overrides = self.zk_utils.fetch_entity_config(CONFIG_TYPE_TOPIC, topic)
-        effective = topic_log_config(self.replica_manager.default_log_config, overrides, topic).to_props()
-        entries = []
-        for name, broker_keys in sorted(TOPIC_CONFIG_SYNONYMS.items()):
-            chain = [(name, overrides[name], TOPIC_CONFIG_SOURCE)] if name in overrides else []
-            chain += [(key, self.config[key], STATIC_BROKER_CONFIG_SOURCE)
-                      for key in broker_keys if key in self.config.originals]
-            default_key = next((k for k in reversed(broker_keys) if KAFKA_CONFIG_DEF.keys[k].default is not None),
-                               broker_keys[0])
-            chain.append((default_key, KAFKA_CONFIG_DEF.keys[default_key].default, DEFAULT_CONFIG_SOURCE))
-            entries.append(self._config_entry(name, effective[name], chain[0][2], False, chain if synonyms else []))
-        return entries
-
-    def _broker_configs(self, synonyms: bool) -> list[dict]:
-        entries = []
-        for name, key in KAFKA_CONFIG_DEF.keys.items():
-            chain = []
-            if name in self.config.originals:
-                chain.append((name, self.config[name], STATIC_BROKER_CONFIG_SOURCE))
-            chain.append((name, key.default, DEFAULT_CONFIG_SOURCE))
-            entries.append(self._config_entry(name, self.config[name], chain[0][2], True, chain if synonyms else []))
-        return entries
-
     def handle_init_producer_id_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
         if body.transactional_id is not None:
             log.info("refusing InitProducerId for transactional id %r: transactions are not supported",
@@ -493,6 +417,92 @@ class _AdminApis:
             answer = {"error_code": 0, "producer_id": self.producer_id_manager.generate_producer_id(),
                       "producer_epoch": 0}
         self.send_response(request, header, {"throttle_time_ms": 0, **answer})
+
+
+# %% book/ch4_server/0202_kafka_apis.ipynb c85bf0bf
+TOPIC_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 1, 4, 5
+
+
+def _config_text(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def handle_describe_configs_request(self, request: Request, header: RequestHeader, body: Struct) -> None:
+    synonyms = header.api_version >= 1 and body.include_synonyms
+    results = []
+    for resource in body.resources:
+        result = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+                  "resource_name": resource.resource_name, "configs": []}
+        if not self._may_describe_configs(request, resource.resource_type, resource.resource_name):
+            error = Errors.TOPIC_AUTHORIZATION_FAILED if resource.resource_type == TOPIC_RESOURCE \
+                else Errors.CLUSTER_AUTHORIZATION_FAILED
+            result["error_code"] = error.code
+        elif resource.resource_type == TOPIC_RESOURCE:
+            if not self.metadata_cache.contains_topic(resource.resource_name):
+                result["error_code"] = Errors.UNKNOWN_TOPIC_OR_PARTITION.code
+                result["error_message"] = f"Topic {resource.resource_name} does not exist"
+            else:
+                result["configs"] = self._topic_configs(resource.resource_name, synonyms)
+        elif resource.resource_type == BROKER_RESOURCE:
+            if resource.resource_name not in ("", str(self.config["broker.id"])):
+                result["error_code"] = Errors.INVALID_REQUEST.code
+                result["error_message"] = (f"Unexpected broker id, expected {self.config['broker.id']} or "
+                                           f"empty string, but received {resource.resource_name}")
+            else:
+                result["configs"] = self._broker_configs(synonyms)
+        else:
+            result["error_code"] = Errors.INVALID_REQUEST.code
+            result["error_message"] = f"Unsupported resource type {resource.resource_type}"
+        if resource.configuration_keys is not None:
+            wanted = set(resource.configuration_keys)
+            result["configs"] = [c for c in result["configs"] if c["name"] in wanted]
+        results.append(result)
+    self.send_response(request, header, {"throttle_time_ms": 0, "results": results})
+
+def _may_describe_configs(self, request: Request, resource_type: int, name: str) -> bool:
+    resource = Resource.topic(name) if resource_type == TOPIC_RESOURCE else CLUSTER
+    return self.authorize(request, Operation.DESCRIBE_CONFIGS, resource)
+
+def _config_entry(self, name, value, source, read_only, chain) -> dict:
+    return {"name": name, "value": _config_text(value), "read_only": read_only,
+            "is_default": source == DEFAULT_CONFIG_SOURCE, "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": n, "value": _config_text(v), "source": s} for n, v, s in chain]}
+
+def _topic_configs(self, topic: str, synonyms: bool) -> list[dict]:
+    overrides = self.zk_utils.fetch_entity_config(CONFIG_TYPE_TOPIC, topic)
+    effective = topic_log_config(self.replica_manager.default_log_config, overrides, topic).to_props()
+    entries = []
+    for name, broker_keys in sorted(TOPIC_CONFIG_SYNONYMS.items()):
+        chain = [(name, overrides[name], TOPIC_CONFIG_SOURCE)] if name in overrides else []
+        chain += [(key, self.config[key], STATIC_BROKER_CONFIG_SOURCE)
+                  for key in broker_keys if key in self.config.originals]
+        default_key = next((k for k in reversed(broker_keys) if KAFKA_CONFIG_DEF.keys[k].default is not None),
+                           broker_keys[0])
+        chain.append((default_key, KAFKA_CONFIG_DEF.keys[default_key].default, DEFAULT_CONFIG_SOURCE))
+        entries.append(self._config_entry(name, effective[name], chain[0][2], False, chain if synonyms else []))
+    return entries
+
+def _broker_configs(self, synonyms: bool) -> list[dict]:
+    entries = []
+    for name, key in KAFKA_CONFIG_DEF.keys.items():
+        chain = []
+        if name in self.config.originals:
+            chain.append((name, self.config[name], STATIC_BROKER_CONFIG_SOURCE))
+        chain.append((name, key.default, DEFAULT_CONFIG_SOURCE))
+        entries.append(self._config_entry(name, self.config[name], chain[0][2], True, chain if synonyms else []))
+    return entries
+
+
+# _AdminApis gets the methods defined above
+for _method in (handle_describe_configs_request, _may_describe_configs, _config_entry, _topic_configs, _broker_configs):
+    setattr(_AdminApis, _method.__name__, _method)
+del (_method, handle_describe_configs_request, _may_describe_configs, _config_entry, _topic_configs, _broker_configs)
 
 
 # %% book/ch4_server/0202_kafka_apis.ipynb 5173f5c5

@@ -54,6 +54,7 @@ class Truncation:
     offset: int
 
 
+# %% book/ch4_server/0502_replica_fetcher.ipynb defa7b44
 class _ReplicaFetcherCore:
     """Construction, request building and the network (mixin of `ReplicaFetcherThread`)."""
 

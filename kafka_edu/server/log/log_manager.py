@@ -50,6 +50,7 @@ class _Logs:
         self.time = time
         self.metrics = metrics
         self._logs: dict[tuple[str, int], Log] = {}
+        self._logs_per_dir = {d: 0 for d in self.log_dirs}     # kept as logs come and go
         self.cleaner = None
         if cleaner_config is not None and cleaner_config.enable_cleaner:
             self.cleaner = LogCleaner(cleaner_config, self.log_dirs, lambda: dict(self._logs), time)
@@ -110,7 +111,13 @@ class _Logs:
         with self._creation_lock:
             if topic_partition in self._logs:
                 raise KafkaStorageError(f"duplicate log directories found: {path}, {self._logs[topic_partition].dir}")
-            self._logs[topic_partition] = log
+            self._add_log(topic_partition, log)
+
+    def _add_log(self, topic_partition: tuple[str, int], log: Log) -> None:
+        """Register a log and count it in its directory (the caller holds `_creation_lock`)."""
+        self._logs[topic_partition] = log
+        directory = os.path.dirname(log.dir)
+        self._logs_per_dir[directory] = self._logs_per_dir.get(directory, 0) + 1
 
 
 # %% book/ch4_server/0307_log_manager.ipynb 55e88c78
@@ -192,10 +199,7 @@ class _Partitions:
 
     def _next_log_dir(self) -> str:
         """The directory holding the fewest logs (the first such one in `log.dirs` order)."""
-        counts = {d: 0 for d in self.log_dirs}
-        for directory, logs in self.logs_by_dir().items():
-            counts[directory] = len(logs)
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self.log_dirs, key=lambda d: self._logs_per_dir[d])
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of a partition, created empty in the least loaded directory if it is new."""
@@ -207,15 +211,16 @@ class _Partitions:
                 self.topic_configs[topic] = config
             path = os.path.join(self._next_log_dir(), log_dir_name(topic, partition))
             log = Log(path, self.config_for(topic), 0, self.scheduler, self.time, self.metrics)
-            self._logs[(topic, partition)] = log
+            self._add_log((topic, partition), log)
             logger.info("created log for partition [%s,%d] in %s", topic, partition, os.path.dirname(path))
             return log
 
     def delete_log(self, topic: str, partition: int) -> None:
         with self._creation_lock:
             log = self._logs.pop((topic, partition), None)
-        if log is None:
-            return
+            if log is None:
+                return
+            self._logs_per_dir[os.path.dirname(log.dir)] -= 1
         if self.cleaner is not None:
             self.cleaner.abort_cleaning((topic, partition))
             self.cleaner.update_checkpoints(os.path.dirname(log.dir))

@@ -58,6 +58,7 @@ class OffsetIndex(AbstractIndex):
             if not 0 <= relative <= 0x7FFFFFFF:
                 raise InvalidOffsetError(f"offset {offset} is not within 2^31 of base offset {self.base_offset}")
             self._write_slot(_ENTRY.pack(relative, position))
+            self._last_offset = offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries for `offset` and above (the log is being truncated there)."""

@@ -64,6 +64,7 @@ class TimeIndex(AbstractIndex):
                     raise IndexFullError(f"attempt to append to a full time index {self.path}")
                 self.resize(self.file_length() + self.ENTRY_SIZE)
             self._write_slot(_ENTRY.pack(timestamp, offset - self.base_offset))
+            self._last_entry = TimestampOffset(timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The greatest entry with timestamp <= target, else (-1, base_offset)."""

@@ -38,136 +38,145 @@ class KafkaError(Exception):
 
 
 # %% book/ch2_producer/0401_wire_protocol.ipynb 76bf50da
-class Errors(_ErrorCode):
-    """Kafka's error codes: `.code`, `.retriable` (worth retrying after a refresh) and `.description`."""
+ERRORS_OF_0_10 = [                 # (name, code, retriable, description): the codes Kafka 0.10.0 knew
+    ("UNKNOWN_SERVER_ERROR", -1, False, "The broker hit an unexpected error while handling the request."),
+    ("NONE", 0, False, "Success."),
+    ("OFFSET_OUT_OF_RANGE", 1, False, "The offset is outside the range the partition's log holds."),
+    ("CORRUPT_MESSAGE", 2, True, "A record failed its CRC check, is oversized or is otherwise malformed."),
+    ("UNKNOWN_TOPIC_OR_PARTITION", 3, True, "This broker does not host the topic-partition."),
+    ("INVALID_FETCH_SIZE", 4, False, "The requested fetch size is invalid."),
+    ("LEADER_NOT_AVAILABLE", 5, True, "The partition has no leader at the moment (an election is under way)."),
+    ("NOT_LEADER_OR_FOLLOWER", 6, True, "This broker is not the leader (or not a replica) of the partition."),
+    ("REQUEST_TIMED_OUT", 7, True, "The request timed out."),
+    ("BROKER_NOT_AVAILABLE", 8, False, "The broker is not available."),
+    ("REPLICA_NOT_AVAILABLE", 9, True, "A replica of the partition is not available."),
+    ("MESSAGE_TOO_LARGE", 10, False, "A record is larger than the broker accepts."),
+    ("STALE_CONTROLLER_EPOCH", 11, False, "The request came from a controller that has since been replaced."),
+    ("OFFSET_METADATA_TOO_LARGE", 12, False, "The metadata string of an offset commit is too long."),
+    ("NETWORK_EXCEPTION", 13, True, "The connection closed before a response arrived."),
+    ("COORDINATOR_LOAD_IN_PROGRESS", 14, True, "The coordinator is still loading its state."),
+    ("COORDINATOR_NOT_AVAILABLE", 15, True, "The coordinator is not available."),
+    ("NOT_COORDINATOR", 16, True, "This broker is not the coordinator for the group or transaction."),
+    ("INVALID_TOPIC_EXCEPTION", 17, False, "The topic name is invalid, or the operation is not allowed on it."),
+    ("RECORD_LIST_TOO_LARGE", 18, False, "A record batch is larger than a log segment allows."),
+    ("NOT_ENOUGH_REPLICAS", 19, True, "Fewer in-sync replicas than min.insync.replicas; nothing was written."),
+    ("NOT_ENOUGH_REPLICAS_AFTER_APPEND", 20, True, "Written by the leader, but the in-sync replicas fell below the minimum."),
+    ("INVALID_REQUIRED_ACKS", 21, False, "acks is not 0, 1 or -1."),
+    ("ILLEGAL_GENERATION", 22, False, "The generation id is not the group's current generation."),
+    ("INCONSISTENT_GROUP_PROTOCOL", 23, False, "The member's protocols have nothing in common with the group's."),
+    ("INVALID_GROUP_ID", 24, False, "The group id is empty or invalid."),
+    ("UNKNOWN_MEMBER_ID", 25, False, "The coordinator does not know this member id."),
+    ("INVALID_SESSION_TIMEOUT", 26, False, "The session timeout is outside the range the broker allows."),
+    ("REBALANCE_IN_PROGRESS", 27, False, "The group is rebalancing; the member must rejoin."),
+    ("INVALID_COMMIT_OFFSET_SIZE", 28, False, "The offset commit is too large."),
+    ("TOPIC_AUTHORIZATION_FAILED", 29, False, "Not authorized to access the topic."),
+    ("GROUP_AUTHORIZATION_FAILED", 30, False, "Not authorized to access the group."),
+    ("CLUSTER_AUTHORIZATION_FAILED", 31, False, "Not authorized for this cluster operation."),
+    ("INVALID_TIMESTAMP", 32, False, "A record timestamp is outside the accepted range."),
+    ("UNSUPPORTED_SASL_MECHANISM", 33, False, "The broker does not offer this SASL mechanism."),
+    ("ILLEGAL_SASL_STATE", 34, False, "The request is not valid in the current SASL state."),
+    ("UNSUPPORTED_VERSION", 35, False, "The broker does not support this version of the API."),
+]
 
-    UNKNOWN_SERVER_ERROR = (-1, False, "The broker hit an unexpected error while handling the request.")
-    NONE = (0, False, "Success.")
-    OFFSET_OUT_OF_RANGE = (1, False, "The offset is outside the range the partition's log holds.")
-    CORRUPT_MESSAGE = (2, True, "A record failed its CRC check, is oversized or is otherwise malformed.")
-    UNKNOWN_TOPIC_OR_PARTITION = (3, True, "This broker does not host the topic-partition.")
-    INVALID_FETCH_SIZE = (4, False, "The requested fetch size is invalid.")
-    LEADER_NOT_AVAILABLE = (5, True, "The partition has no leader at the moment (an election is under way).")
-    NOT_LEADER_OR_FOLLOWER = (6, True, "This broker is not the leader (or not a replica) of the partition.")
-    REQUEST_TIMED_OUT = (7, True, "The request timed out.")
-    BROKER_NOT_AVAILABLE = (8, False, "The broker is not available.")
-    REPLICA_NOT_AVAILABLE = (9, True, "A replica of the partition is not available.")
-    MESSAGE_TOO_LARGE = (10, False, "A record is larger than the broker accepts.")
-    STALE_CONTROLLER_EPOCH = (11, False, "The request came from a controller that has since been replaced.")
-    OFFSET_METADATA_TOO_LARGE = (12, False, "The metadata string of an offset commit is too long.")
-    NETWORK_EXCEPTION = (13, True, "The connection closed before a response arrived.")
-    COORDINATOR_LOAD_IN_PROGRESS = (14, True, "The coordinator is still loading its state.")
-    COORDINATOR_NOT_AVAILABLE = (15, True, "The coordinator is not available.")
-    NOT_COORDINATOR = (16, True, "This broker is not the coordinator for the group or transaction.")
-    INVALID_TOPIC_EXCEPTION = (17, False, "The topic name is invalid, or the operation is not allowed on it.")
-    RECORD_LIST_TOO_LARGE = (18, False, "A record batch is larger than a log segment allows.")
-    NOT_ENOUGH_REPLICAS = (19, True, "Fewer in-sync replicas than min.insync.replicas; nothing was written.")
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = (20, True, "Written by the leader, but the in-sync replicas fell below the minimum.")
-    INVALID_REQUIRED_ACKS = (21, False, "acks is not 0, 1 or -1.")
-    ILLEGAL_GENERATION = (22, False, "The generation id is not the group's current generation.")
-    INCONSISTENT_GROUP_PROTOCOL = (23, False, "The member's protocols have nothing in common with the group's.")
-    INVALID_GROUP_ID = (24, False, "The group id is empty or invalid.")
-    UNKNOWN_MEMBER_ID = (25, False, "The coordinator does not know this member id.")
-    INVALID_SESSION_TIMEOUT = (26, False, "The session timeout is outside the range the broker allows.")
-    REBALANCE_IN_PROGRESS = (27, False, "The group is rebalancing; the member must rejoin.")
-    INVALID_COMMIT_OFFSET_SIZE = (28, False, "The offset commit is too large.")
-    TOPIC_AUTHORIZATION_FAILED = (29, False, "Not authorized to access the topic.")
-    GROUP_AUTHORIZATION_FAILED = (30, False, "Not authorized to access the group.")
-    CLUSTER_AUTHORIZATION_FAILED = (31, False, "Not authorized for this cluster operation.")
-    INVALID_TIMESTAMP = (32, False, "A record timestamp is outside the accepted range.")
-    UNSUPPORTED_SASL_MECHANISM = (33, False, "The broker does not offer this SASL mechanism.")
-    ILLEGAL_SASL_STATE = (34, False, "The request is not valid in the current SASL state.")
-    UNSUPPORTED_VERSION = (35, False, "The broker does not support this version of the API.")
-    TOPIC_ALREADY_EXISTS = (36, False, "The topic already exists.")
-    INVALID_PARTITIONS = (37, False, "The number of partitions is invalid.")
-    INVALID_REPLICATION_FACTOR = (38, False, "The replication factor is invalid.")
-    INVALID_REPLICA_ASSIGNMENT = (39, False, "The replica assignment is invalid.")
-    INVALID_CONFIG = (40, False, "A configuration value is invalid.")
-    NOT_CONTROLLER = (41, True, "This broker is not the controller.")
-    INVALID_REQUEST = (42, False, "The request is malformed or breaks the protocol's rules.")
-    UNSUPPORTED_FOR_MESSAGE_FORMAT = (43, False, "The topic's message format cannot serve this request.")
-    POLICY_VIOLATION = (44, False, "The request breaks a policy configured on the broker.")
-    OUT_OF_ORDER_SEQUENCE_NUMBER = (45, False, "The broker saw a producer sequence number out of order.")
-    DUPLICATE_SEQUENCE_NUMBER = (46, False, "The broker already holds a batch with this sequence number.")
-    INVALID_PRODUCER_EPOCH = (47, False, "The producer epoch is stale: a newer producer took over.")
-    INVALID_TXN_STATE = (48, False, "The operation is not valid in the transaction's current state.")
-    INVALID_PRODUCER_ID_MAPPING = (49, False, "The producer id does not belong to the transactional id.")
-    INVALID_TRANSACTION_TIMEOUT = (50, False, "The transaction timeout exceeds the broker's maximum.")
-    CONCURRENT_TRANSACTIONS = (51, True, "An earlier transaction of this producer is still being completed.")
-    TRANSACTION_COORDINATOR_FENCED = (52, False, "A newer transaction coordinator has taken over.")
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (53, False, "Not authorized to use the transactional id.")
-    SECURITY_DISABLED = (54, False, "Security features are disabled on this broker.")
-    OPERATION_NOT_ATTEMPTED = (55, False, "Not attempted because another part of the request failed.")
-    KAFKA_STORAGE_ERROR = (56, True, "The log directory holding the partition is offline.")
-    LOG_DIR_NOT_FOUND = (57, False, "The log directory does not exist.")
-    SASL_AUTHENTICATION_FAILED = (58, False, "SASL authentication failed.")
-    UNKNOWN_PRODUCER_ID = (59, False, "The broker holds no state for this producer id.")
-    REASSIGNMENT_IN_PROGRESS = (60, False, "A partition reassignment is in progress.")
-    DELEGATION_TOKEN_AUTH_DISABLED = (61, False, "Delegation tokens are disabled.")
-    DELEGATION_TOKEN_NOT_FOUND = (62, False, "The delegation token does not exist.")
-    DELEGATION_TOKEN_OWNER_MISMATCH = (63, False, "The principal does not own the delegation token.")
-    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = (64, False, "Delegation token requests are not allowed on this connection.")
-    DELEGATION_TOKEN_AUTHORIZATION_FAILED = (65, False, "Not authorized for the delegation token.")
-    DELEGATION_TOKEN_EXPIRED = (66, False, "The delegation token has expired.")
-    INVALID_PRINCIPAL_TYPE = (67, False, "The principal type is not supported.")
-    NON_EMPTY_GROUP = (68, False, "The group still has members.")
-    GROUP_ID_NOT_FOUND = (69, False, "The group does not exist.")
-    FETCH_SESSION_ID_NOT_FOUND = (70, True, "The broker does not know the fetch session.")
-    INVALID_FETCH_SESSION_EPOCH = (71, True, "The fetch session epoch is wrong.")
-    LISTENER_NOT_FOUND = (72, True, "The leader has no endpoint on the listener the request arrived on.")
-    TOPIC_DELETION_DISABLED = (73, False, "Topic deletion is disabled.")
-    FENCED_LEADER_EPOCH = (74, True, "The request's leader epoch is older than the broker's.")
-    UNKNOWN_LEADER_EPOCH = (75, True, "The request's leader epoch is newer than the broker's.")
-    UNSUPPORTED_COMPRESSION_TYPE = (76, False, "The fetch version cannot carry the topic's compression type.")
-    STALE_BROKER_EPOCH = (77, False, "The broker epoch is stale.")
-    OFFSET_NOT_AVAILABLE = (78, True, "The new leader's high watermark has not caught up yet.")
-    MEMBER_ID_REQUIRED = (79, False, "The group requires a member id: rejoin with the one assigned.")
-    PREFERRED_LEADER_NOT_AVAILABLE = (80, True, "The preferred leader is not available.")
-    GROUP_MAX_SIZE_REACHED = (81, False, "The group already has its maximum number of members.")
-    FENCED_INSTANCE_ID = (82, False, "Another member with the same group.instance.id replaced this one.")
-    ELIGIBLE_LEADERS_NOT_AVAILABLE = (83, True, "No eligible replica can become leader.")
-    ELECTION_NOT_NEEDED = (84, True, "The leader election was not needed.")
-    NO_REASSIGNMENT_IN_PROGRESS = (85, False, "No partition reassignment is in progress.")
-    GROUP_SUBSCRIBED_TO_TOPIC = (86, False, "Offsets cannot be deleted while the group subscribes to the topic.")
-    INVALID_RECORD = (87, False, "A record failed the broker's validation.")
-    UNSTABLE_OFFSET_COMMIT = (88, True, "A pending transaction holds offsets that are not committed yet.")
-    THROTTLING_QUOTA_EXCEEDED = (89, True, "A throttling quota was exceeded.")
-    PRODUCER_FENCED = (90, False, "A newer producer with the same transactional id fenced this one.")
-    RESOURCE_NOT_FOUND = (91, False, "The resource does not exist.")
-    DUPLICATE_RESOURCE = (92, False, "The resource appears more than once in the request.")
-    UNACCEPTABLE_CREDENTIAL = (93, False, "The credential does not meet the requirements.")
-    INCONSISTENT_VOTER_SET = (94, False, "The voter set does not match the quorum's.")
-    INVALID_UPDATE_VERSION = (95, False, "The update version is invalid.")
-    FEATURE_UPDATE_FAILED = (96, False, "The feature update could not be applied.")
-    PRINCIPAL_DESERIALIZATION_FAILURE = (97, False, "A forwarded principal could not be deserialized.")
-    SNAPSHOT_NOT_FOUND = (98, False, "The snapshot does not exist.")
-    POSITION_OUT_OF_RANGE = (99, False, "The position is outside the snapshot.")
-    UNKNOWN_TOPIC_ID = (100, True, "The topic id is unknown.")
-    DUPLICATE_BROKER_REGISTRATION = (101, False, "A broker with this id is already registered.")
-    BROKER_ID_NOT_REGISTERED = (102, False, "The broker id is not registered.")
-    INCONSISTENT_TOPIC_ID = (103, True, "The topic id does not match the partition's.")
-    INCONSISTENT_CLUSTER_ID = (104, False, "The cluster id does not match.")
-    TRANSACTIONAL_ID_NOT_FOUND = (105, False, "The transactional id does not exist.")
-    FETCH_SESSION_TOPIC_ID_ERROR = (106, True, "The fetch session's topic ids conflict with the request.")
-    INELIGIBLE_REPLICA = (107, False, "The new ISR contains an ineligible replica.")
-    NEW_LEADER_ELECTED = (108, False, "A new leader was elected, so the request was abandoned.")
-    OFFSET_MOVED_TO_TIERED_STORAGE = (109, False, "The offset is only available in tiered storage.")
-    FENCED_MEMBER_EPOCH = (110, False, "The member epoch is fenced.")
-    UNRELEASED_INSTANCE_ID = (111, False, "The static instance id is still held by another member.")
-    UNSUPPORTED_ASSIGNOR = (112, False, "The group does not support the assignor.")
-    STALE_MEMBER_EPOCH = (113, False, "The member epoch is stale.")
-    MISMATCHED_ENDPOINT_TYPE = (114, False, "The request reached the wrong kind of endpoint.")
-    UNSUPPORTED_ENDPOINT_TYPE = (115, False, "This kind of endpoint does not support the request.")
-    UNKNOWN_CONTROLLER_ID = (116, False, "The controller id is unknown.")
-    UNKNOWN_SUBSCRIPTION_ID = (117, False, "The client telemetry subscription id is unknown.")
-    TELEMETRY_TOO_LARGE = (118, False, "The client telemetry payload is too large.")
-    INVALID_REGISTRATION = (119, False, "The controller registration is invalid.")
-    TRANSACTION_ABORTABLE = (120, False, "The transaction must be aborted by the client.")
-    INVALID_RECORD_STATE = (121, False, "The record state does not allow this share operation.")
-    SHARE_SESSION_NOT_FOUND = (122, True, "The broker does not know the share session.")
-    INVALID_SHARE_SESSION_EPOCH = (123, True, "The share session epoch is wrong.")
-    FENCED_STATE_EPOCH = (124, False, "The share state epoch is fenced.")
-    INVALID_VOTER_KEY = (125, False, "The voter key does not match.")
-    DUPLICATE_VOTER = (126, False, "The voter is already in the voter set.")
-    VOTER_NOT_FOUND = (127, False, "The voter is not in the voter set.")
-    INVALID_REGULAR_EXPRESSION = (128, False, "The regular expression is invalid.")
+
+# %% book/ch2_producer/0401_wire_protocol.ipynb 76f653af
+ERRORS_SINCE_0_10_1 = [           # Beyond 0.10
+    ("TOPIC_ALREADY_EXISTS", 36, False, "The topic already exists."),
+    ("INVALID_PARTITIONS", 37, False, "The number of partitions is invalid."),
+    ("INVALID_REPLICATION_FACTOR", 38, False, "The replication factor is invalid."),
+    ("INVALID_REPLICA_ASSIGNMENT", 39, False, "The replica assignment is invalid."),
+    ("INVALID_CONFIG", 40, False, "A configuration value is invalid."),
+    ("NOT_CONTROLLER", 41, True, "This broker is not the controller."),
+    ("INVALID_REQUEST", 42, False, "The request is malformed or breaks the protocol's rules."),
+    ("UNSUPPORTED_FOR_MESSAGE_FORMAT", 43, False, "The topic's message format cannot serve this request."),
+    ("POLICY_VIOLATION", 44, False, "The request breaks a policy configured on the broker."),
+    ("OUT_OF_ORDER_SEQUENCE_NUMBER", 45, False, "The broker saw a producer sequence number out of order."),
+    ("DUPLICATE_SEQUENCE_NUMBER", 46, False, "The broker already holds a batch with this sequence number."),
+    ("INVALID_PRODUCER_EPOCH", 47, False, "The producer epoch is stale: a newer producer took over."),
+    ("INVALID_TXN_STATE", 48, False, "The operation is not valid in the transaction's current state."),
+    ("INVALID_PRODUCER_ID_MAPPING", 49, False, "The producer id does not belong to the transactional id."),
+    ("INVALID_TRANSACTION_TIMEOUT", 50, False, "The transaction timeout exceeds the broker's maximum."),
+    ("CONCURRENT_TRANSACTIONS", 51, True, "An earlier transaction of this producer is still being completed."),
+    ("TRANSACTION_COORDINATOR_FENCED", 52, False, "A newer transaction coordinator has taken over."),
+    ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", 53, False, "Not authorized to use the transactional id."),
+    ("SECURITY_DISABLED", 54, False, "Security features are disabled on this broker."),
+    ("OPERATION_NOT_ATTEMPTED", 55, False, "Not attempted because another part of the request failed."),
+    ("KAFKA_STORAGE_ERROR", 56, True, "The log directory holding the partition is offline."),
+    ("LOG_DIR_NOT_FOUND", 57, False, "The log directory does not exist."),
+    ("SASL_AUTHENTICATION_FAILED", 58, False, "SASL authentication failed."),
+    ("UNKNOWN_PRODUCER_ID", 59, False, "The broker holds no state for this producer id."),
+    ("REASSIGNMENT_IN_PROGRESS", 60, False, "A partition reassignment is in progress."),
+    ("DELEGATION_TOKEN_AUTH_DISABLED", 61, False, "Delegation tokens are disabled."),
+    ("DELEGATION_TOKEN_NOT_FOUND", 62, False, "The delegation token does not exist."),
+    ("DELEGATION_TOKEN_OWNER_MISMATCH", 63, False, "The principal does not own the delegation token."),
+    ("DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", 64, False, "Delegation token requests are not allowed on this connection."),
+    ("DELEGATION_TOKEN_AUTHORIZATION_FAILED", 65, False, "Not authorized for the delegation token."),
+    ("DELEGATION_TOKEN_EXPIRED", 66, False, "The delegation token has expired."),
+    ("INVALID_PRINCIPAL_TYPE", 67, False, "The principal type is not supported."),
+    ("NON_EMPTY_GROUP", 68, False, "The group still has members."),
+    ("GROUP_ID_NOT_FOUND", 69, False, "The group does not exist."),
+    ("FETCH_SESSION_ID_NOT_FOUND", 70, True, "The broker does not know the fetch session."),
+    ("INVALID_FETCH_SESSION_EPOCH", 71, True, "The fetch session epoch is wrong."),
+    ("LISTENER_NOT_FOUND", 72, True, "The leader has no endpoint on the listener the request arrived on."),
+    ("TOPIC_DELETION_DISABLED", 73, False, "Topic deletion is disabled."),
+    ("FENCED_LEADER_EPOCH", 74, True, "The request's leader epoch is older than the broker's."),
+    ("UNKNOWN_LEADER_EPOCH", 75, True, "The request's leader epoch is newer than the broker's."),
+    ("UNSUPPORTED_COMPRESSION_TYPE", 76, False, "The fetch version cannot carry the topic's compression type."),
+    ("STALE_BROKER_EPOCH", 77, False, "The broker epoch is stale."),
+    ("OFFSET_NOT_AVAILABLE", 78, True, "The new leader's high watermark has not caught up yet."),
+    ("MEMBER_ID_REQUIRED", 79, False, "The group requires a member id: rejoin with the one assigned."),
+    ("PREFERRED_LEADER_NOT_AVAILABLE", 80, True, "The preferred leader is not available."),
+    ("GROUP_MAX_SIZE_REACHED", 81, False, "The group already has its maximum number of members."),
+    ("FENCED_INSTANCE_ID", 82, False, "Another member with the same group.instance.id replaced this one."),
+    ("ELIGIBLE_LEADERS_NOT_AVAILABLE", 83, True, "No eligible replica can become leader."),
+    ("ELECTION_NOT_NEEDED", 84, True, "The leader election was not needed."),
+    ("NO_REASSIGNMENT_IN_PROGRESS", 85, False, "No partition reassignment is in progress."),
+    ("GROUP_SUBSCRIBED_TO_TOPIC", 86, False, "Offsets cannot be deleted while the group subscribes to the topic."),
+    ("INVALID_RECORD", 87, False, "A record failed the broker's validation."),
+    ("UNSTABLE_OFFSET_COMMIT", 88, True, "A pending transaction holds offsets that are not committed yet."),
+    ("THROTTLING_QUOTA_EXCEEDED", 89, True, "A throttling quota was exceeded."),
+    ("PRODUCER_FENCED", 90, False, "A newer producer with the same transactional id fenced this one."),
+    ("RESOURCE_NOT_FOUND", 91, False, "The resource does not exist."),
+    ("DUPLICATE_RESOURCE", 92, False, "The resource appears more than once in the request."),
+    ("UNACCEPTABLE_CREDENTIAL", 93, False, "The credential does not meet the requirements."),
+    ("INCONSISTENT_VOTER_SET", 94, False, "The voter set does not match the quorum's."),
+    ("INVALID_UPDATE_VERSION", 95, False, "The update version is invalid."),
+    ("FEATURE_UPDATE_FAILED", 96, False, "The feature update could not be applied."),
+    ("PRINCIPAL_DESERIALIZATION_FAILURE", 97, False, "A forwarded principal could not be deserialized."),
+    ("SNAPSHOT_NOT_FOUND", 98, False, "The snapshot does not exist."),
+    ("POSITION_OUT_OF_RANGE", 99, False, "The position is outside the snapshot."),
+    ("UNKNOWN_TOPIC_ID", 100, True, "The topic id is unknown."),
+    ("DUPLICATE_BROKER_REGISTRATION", 101, False, "A broker with this id is already registered."),
+    ("BROKER_ID_NOT_REGISTERED", 102, False, "The broker id is not registered."),
+    ("INCONSISTENT_TOPIC_ID", 103, True, "The topic id does not match the partition's."),
+    ("INCONSISTENT_CLUSTER_ID", 104, False, "The cluster id does not match."),
+    ("TRANSACTIONAL_ID_NOT_FOUND", 105, False, "The transactional id does not exist."),
+    ("FETCH_SESSION_TOPIC_ID_ERROR", 106, True, "The fetch session's topic ids conflict with the request."),
+    ("INELIGIBLE_REPLICA", 107, False, "The new ISR contains an ineligible replica."),
+    ("NEW_LEADER_ELECTED", 108, False, "A new leader was elected, so the request was abandoned."),
+    ("OFFSET_MOVED_TO_TIERED_STORAGE", 109, False, "The offset is only available in tiered storage."),
+    ("FENCED_MEMBER_EPOCH", 110, False, "The member epoch is fenced."),
+    ("UNRELEASED_INSTANCE_ID", 111, False, "The static instance id is still held by another member."),
+    ("UNSUPPORTED_ASSIGNOR", 112, False, "The group does not support the assignor."),
+    ("STALE_MEMBER_EPOCH", 113, False, "The member epoch is stale."),
+    ("MISMATCHED_ENDPOINT_TYPE", 114, False, "The request reached the wrong kind of endpoint."),
+    ("UNSUPPORTED_ENDPOINT_TYPE", 115, False, "This kind of endpoint does not support the request."),
+    ("UNKNOWN_CONTROLLER_ID", 116, False, "The controller id is unknown."),
+    ("UNKNOWN_SUBSCRIPTION_ID", 117, False, "The client telemetry subscription id is unknown."),
+    ("TELEMETRY_TOO_LARGE", 118, False, "The client telemetry payload is too large."),
+    ("INVALID_REGISTRATION", 119, False, "The controller registration is invalid."),
+    ("TRANSACTION_ABORTABLE", 120, False, "The transaction must be aborted by the client."),
+    ("INVALID_RECORD_STATE", 121, False, "The record state does not allow this share operation."),
+    ("SHARE_SESSION_NOT_FOUND", 122, True, "The broker does not know the share session."),
+    ("INVALID_SHARE_SESSION_EPOCH", 123, True, "The share session epoch is wrong."),
+    ("FENCED_STATE_EPOCH", 124, False, "The share state epoch is fenced."),
+    ("INVALID_VOTER_KEY", 125, False, "The voter key does not match."),
+    ("DUPLICATE_VOTER", 126, False, "The voter is already in the voter set."),
+    ("VOTER_NOT_FOUND", 127, False, "The voter is not in the voter set."),
+    ("INVALID_REGULAR_EXPRESSION", 128, False, "The regular expression is invalid."),
+]
+
+Errors = _ErrorCode("Errors", [(name, (code, retriable, description))
+                               for name, code, retriable, description in ERRORS_OF_0_10 + ERRORS_SINCE_0_10_1],
+                    module=__name__)
+Errors.__doc__ = "Kafka's error codes: `.code`, `.retriable` (worth retrying after a refresh) and `.description`."

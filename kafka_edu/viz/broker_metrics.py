@@ -40,3 +40,28 @@ class BeanRecorder:
             axes[0].set_title(title, fontsize=10)
         fig.tight_layout()
         return _svg(fig, title or "bean history")
+
+
+# %% book/ch4_server/0905_browsing_metrics.ipynb 725bef05
+REQUEST_STAGES = ("RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs", "ResponseSendTimeMs")
+
+
+def request_kinds(server) -> list[str]:
+    """The request names that have a TotalTimeMs histogram: the kinds the broker has answered."""
+    prefix = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request="
+    return sorted(name[len(prefix):] for name in server.query_names() if name.startswith(prefix))
+
+
+def request_time_figure(server, requests: list[str], title: str = "") -> SvgFigure:
+    """Figure 4-96 from live histograms: the mean milliseconds of each stage, stacked, per kind of request."""
+    fig = Figure(figsize=(7, 0.5 + 0.45 * len(requests)))
+    ax = fig.subplots()
+    left = [0.0] * len(requests)
+    for stage in REQUEST_STAGES:
+        means = [server.get_attribute(f"kafka.network:type=RequestMetrics,name={stage},request={r}", "Mean")
+                 for r in requests]
+        ax.barh(requests, means, left=left, label=stage.removesuffix("TimeMs"))
+        left = [a + b for a, b in zip(left, means, strict=True)]
+    ax.set_xlabel("mean ms per request")
+    ax.legend(fontsize=7, ncol=3, loc="lower right")
+    return _svg(fig, title)

@@ -356,6 +356,7 @@ def position(self: KafkaConsumer, tp: TopicPartition) -> int:
     return self.subscriptions.position(tp)
 
 
+# %% book/ch3_consumer/0409_kafka_consumer.ipynb ee4991a3
 @_single_threaded
 def pause(self: KafkaConsumer, partitions) -> None:
     for tp in partitions:

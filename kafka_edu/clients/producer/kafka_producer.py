@@ -50,6 +50,7 @@ def _idempotent_settings(config: ProducerConfig) -> tuple[int, int, int]:
     return -1, config["retries"] if "retries" in given else 2**31 - 1, 1
 
 
+# %% book/ch2_producer/0201_kafka_producer.ipynb 0f31a005
 class KafkaProducer:
     """Sends records to Kafka: thread-safe send() into a RecordAccumulator, one Sender thread for I/O."""
 

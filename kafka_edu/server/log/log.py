@@ -30,6 +30,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 
 
+# %% book/ch4_server/0306_log.ipynb 036497cf
 class _SegmentMap:
     """The state of a log: its segments by base offset and its published end (mixin of `Log`)."""
 

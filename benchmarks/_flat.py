@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from _timed_consume import time_confluent_consume
+from _timed_send import BULK_PRODUCER, time_confluent_produces
+from confluent_kafka import Consumer, Producer
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 
@@ -39,24 +41,8 @@ def wait_for_leaders(bootstrap: str, topic: str, partitions: int, timeout: float
 
 def produce_spread(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> float:
     """Seconds for a confluent-kafka producer to deliver `records` values, round robin over `partitions`."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 50, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000})
-    producer.list_topics(topic, timeout=30)
-    value = b"x" * size
-    produce = producer.produce
-    started = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - started
-    if remaining:
-        raise RuntimeError(f"{remaining} records not delivered")
-    return elapsed
+    producer = Producer({"bootstrap.servers": bootstrap, **BULK_PRODUCER})
+    return time_confluent_produces(producer, topic, records, b"x" * size, round_robin=partitions, metadata_timeout=30)
 
 
 def consume_spread(bootstrap: str, topic: str, starts: dict[int, int], count: int) -> float:
@@ -64,16 +50,4 @@ def consume_spread(bootstrap: str, topic: str, starts: dict[int, int], count: in
     offsets of each partition, timed from assign() to the last record (connected beforehand)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-flat", "enable.auto.commit": False,
                          "fetch.queue.backoff.ms": 0})
-    try:
-        consumer.get_watermark_offsets(TopicPartition(topic, next(iter(starts))), timeout=10)
-        seen = 0
-        started = time.perf_counter()
-        consumer.assign([TopicPartition(topic, p, offset) for p, offset in starts.items()])
-        while seen < count:
-            batch = consumer.consume(min(10_000, count - seen), 10)
-            if not batch:
-                raise RuntimeError(f"consumer stalled at {seen}/{count}")
-            seen += sum(1 for m in batch if not m.error())
-        return time.perf_counter() - started
-    finally:
-        consumer.close()
+    return time_confluent_consume(consumer, topic, starts, count, stall_seconds=10)

@@ -1,7 +1,15 @@
 """The timed send loops the benchmarks share: one per client API, so every figure is taken the same way."""
 from __future__ import annotations
 
+import itertools
 import time
+
+# librdkafka's "unassigned partition": produce() with it lets the client's partitioner choose.
+PARTITION_UA = -1
+
+# The confluent-kafka producer settings of the throughput figures: large batches, a deep local queue.
+BULK_PRODUCER = {"acks": 1, "linger.ms": 50, "batch.size": 1_000_000,
+                 "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000}
 
 
 def time_sends(producer, topic: str, records: int, value: bytes) -> float:
@@ -21,20 +29,25 @@ def time_sends(producer, topic: str, records: int, value: bytes) -> float:
         producer.close()
 
 
-def time_confluent_produces(producer, topic: str, records: int, value: bytes, **produce_args) -> float:
+def time_confluent_produces(producer, topic: str, records: int, value: bytes, *, partition: int = PARTITION_UA,
+                            round_robin: int = 0, metadata_timeout: float = 10) -> float:
     """Seconds for a confluent-kafka producer to take `records` values and deliver them all.
 
-    librdkafka refuses a record while its local queue is full (BufferError): serving delivery
-    reports with poll() makes room, then the same record is offered again. Metadata (and topic
-    auto-creation) happens before the clock starts; undelivered records are an error, not a figure.
+    Every record goes to `partition` (by default the client's partitioner chooses), or with
+    `round_robin` = N to partitions 0..N-1 in turn. librdkafka refuses a record while its local
+    queue is full (BufferError): serving delivery reports with poll() makes room, then the same
+    record is offered again. Metadata (and topic auto-creation) happens before the clock starts;
+    undelivered records are an error, not a figure.
     """
-    producer.list_topics(topic, timeout=10)
+    producer.list_topics(topic, timeout=metadata_timeout)
+    partitions = (itertools.islice(itertools.cycle(range(round_robin)), records) if round_robin
+                  else itertools.repeat(partition, records))
     produce = producer.produce
     started = time.perf_counter()
-    for _ in range(records):
+    for target in partitions:
         while True:
             try:
-                produce(topic, value, **produce_args)
+                produce(topic, value, partition=target)
                 break
             except BufferError:
                 producer.poll(0.01)

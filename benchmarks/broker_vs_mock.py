@@ -52,7 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "compat")]
 
 from _summary import report  # noqa: E402
-from _timed_send import time_confluent_produces  # noqa: E402
+from _timed_consume import time_confluent_consume  # noqa: E402
+from _timed_send import BULK_PRODUCER, time_confluent_produces  # noqa: E402
 from broker_process import BrokerProcess  # noqa: E402
 from external import MockCluster  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -69,9 +70,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 50,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
-                         "queue.buffering.max.kbytes": 2_000_000})
+    producer = Producer({"bootstrap.servers": bootstrap, **BULK_PRODUCER})
     return time_confluent_produces(producer, topic, records, b"x" * size, partition=0)
 
 
@@ -89,20 +88,9 @@ def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
 
 def consume_pass(bootstrap: str, topic: str, start: int, count: int) -> float:
     """Seconds a fresh consumer takes to read `count` records from `start` (connections made beforehand)."""
-    consumer = _consumer(bootstrap, **{"fetch.queue.backoff.ms": 0})
-    try:
-        consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)   # connects to the leader
-        seen = 0
-        started = time.perf_counter()
-        consumer.assign([TopicPartition(topic, 0, start)])
-        while seen < count:
-            batch = consumer.consume(min(10_000, count - seen), 5)   # never wait for records that cannot come
-            if not batch:
-                raise RuntimeError(f"consumer stalled at {seen}/{count}")
-            seen += sum(1 for m in batch if not m.error())
-        return time.perf_counter() - started
-    finally:
-        consumer.close()
+    # a short stall limit: never wait for records that cannot come
+    return time_confluent_consume(_consumer(bootstrap, **{"fetch.queue.backoff.ms": 0}), topic, {0: start}, count,
+                                  stall_seconds=5)
 
 
 def consume(bootstrap: str, topic: str, window: int, records: int) -> float:

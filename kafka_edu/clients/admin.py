@@ -253,43 +253,42 @@ class _TopicQueries:
         if isinstance(topics, str):
             raise TypeError(f"topics is a collection of topic names, not the string {topics!r}")
         names = list(dict.fromkeys(topics))
-        if not names:
-            return {}
-        body = {"resources": [{"resource_type": TOPIC_RESOURCE_TYPE, "resource_name": t, "configuration_keys": None}
-                              for t in names], "include_synonyms": False}
-
-        def attempt(deadline: int) -> dict[str, dict[str, ConfigEntry]]:
-            configs = {}
-            for result in self._send_any(ApiKeys.DESCRIBE_CONFIGS, body, deadline).results:
-                topic, error = result.resource_name, Errors.for_code(result.error_code)
-                if error is Errors.UNKNOWN_TOPIC_OR_PARTITION:
-                    raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-                if error is not Errors.NONE:
-                    raise KafkaError(error, result.error_message or f"describing the configs of topic {topic!r}")
-                configs[topic] = {c.name: ConfigEntry(c.name, c.value, _config_source(c), c.read_only, c.is_sensitive)
-                                  for c in sorted(result.configs, key=lambda c: c.name)}
-            missing = [t for t in names if t not in configs]
-            if missing:
-                raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"DescribeConfigs did not answer for {missing}")
-            return {t: configs[t] for t in names}
-        return self._retrying(attempt)
+        results = self._topic_configs(ApiKeys.DESCRIBE_CONFIGS, "results", {t: {"configuration_keys": None} for t in names},
+                                      {"include_synonyms": False}, "describing")
+        missing = [t for t in names if t not in results]
+        if missing:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"DescribeConfigs did not answer for {missing}")
+        return {t: {c.name: ConfigEntry(c.name, c.value, _config_source(c), c.read_only, c.is_sensitive)
+                    for c in sorted(results[t].configs, key=lambda c: c.name)} for t in names}
 
     def alter_configs(self, configs: dict[str, dict[str, str]], validate_only: bool = False) -> None:
         """Replace each topic's configuration overrides (AlterConfigs; Beyond 0.10: not incremental, so a
         key left out falls back to the broker's default); KafkaError for a topic the broker refuses."""
-        body = {"resources": [{"resource_type": TOPIC_RESOURCE_TYPE, "resource_name": topic,
-                               "configs": [{"name": k, "value": v} for k, v in sorted(entries.items())]}
-                              for topic, entries in configs.items()], "validate_only": validate_only}
+        self._topic_configs(ApiKeys.ALTER_CONFIGS, "responses",
+                            {topic: {"configs": [{"name": k, "value": v} for k, v in sorted(entries.items())]}
+                             for topic, entries in configs.items()}, {"validate_only": validate_only}, "altering")
 
-        def attempt(deadline: int) -> None:
-            for result in self._send_any(ApiKeys.ALTER_CONFIGS, body, deadline).responses:
+    def _topic_configs(self, api: ApiKeys, answers: str, resources: dict[str, dict], fields: dict,
+                       doing: str) -> dict[str, Struct]:
+        """What DescribeConfigs and AlterConfigs share: one topic resource each (with its `resources`
+        fields) to any broker, retried; each topic's result. The first topic the broker refuses raises
+        its error, a topic that does not exist finally; no topics, no request."""
+        if not resources:
+            return {}
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE_TYPE, "resource_name": topic, **own}
+                              for topic, own in resources.items()], **fields}
+
+        def attempt(deadline: int) -> dict[str, Struct]:
+            results = {}
+            for result in self._send_any(api, body, deadline)[answers]:
                 topic, error = result.resource_name, Errors.for_code(result.error_code)
                 if error is Errors.UNKNOWN_TOPIC_OR_PARTITION:
                     raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
                 if error is not Errors.NONE:
-                    raise KafkaError(error, result.error_message or f"altering the configs of topic {topic!r}")
-        if configs:
-            self._retrying(attempt)
+                    raise KafkaError(error, result.error_message or f"{doing} the configs of topic {topic!r}")
+                results[topic] = result
+            return results
+        return self._retrying(attempt)
 
 
 # %% book/ch5_tools/0500_admin_client.ipynb f304756e

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from kafka_edu.viz.metrics import SvgFigure, _svg
+from kafka_edu.viz.metrics import SvgFigure, svg_figure
 
 
 def load_results(path: str | Path) -> list[dict]:
@@ -83,4 +83,4 @@ def bench_chart(figures: list[dict], title: str = "make bench: each figure again
     ax.set_xlabel("value / target (target / value where lower is better); 1 = on target")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    return _svg(fig, title)
+    return svg_figure(fig, title)

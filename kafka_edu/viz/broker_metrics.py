@@ -5,7 +5,7 @@ import math
 
 from matplotlib.figure import Figure
 
-from kafka_edu.viz.metrics import SvgFigure, _svg
+from kafka_edu.viz.metrics import SvgFigure, svg_figure
 
 
 class BeanRecorder:
@@ -39,7 +39,7 @@ class BeanRecorder:
         if title:
             axes[0].set_title(title, fontsize=10)
         fig.tight_layout()
-        return _svg(fig, title or "bean history")
+        return svg_figure(fig, title or "bean history")
 
 
 # %% book/ch4_server/0905_browsing_metrics.ipynb 725bef05
@@ -64,4 +64,4 @@ def request_time_figure(server, requests: list[str], title: str = "") -> SvgFigu
         left = [a + b for a, b in zip(left, means, strict=True)]
     ax.set_xlabel("mean ms per request")
     ax.legend(fontsize=7, ncol=3, loc="lower right")
-    return _svg(fig, title)
+    return svg_figure(fig, title)

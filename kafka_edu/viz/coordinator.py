@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
-from kafka_edu.viz.metrics import SvgFigure, _svg
+from kafka_edu.viz.metrics import SvgFigure, svg_figure
 
 
 _HANDLERS = {"handle_join_group": ("JoinGroup", 1), "handle_sync_group": ("SyncGroup", 2),
@@ -162,4 +162,4 @@ def member_timeline_figure(timeline: MemberTimeline, title: str = "") -> SvgFigu
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return _svg(fig, title or "member timeline")
+    return svg_figure(fig, title or "member timeline")

@@ -3,7 +3,7 @@
 # %% book/ch4_server/0504_follower_fetch_sessions.ipynb 19e3b468
 from matplotlib.figure import Figure
 
-from kafka_edu.viz.metrics import SvgFigure, _svg
+from kafka_edu.viz.metrics import SvgFigure, svg_figure
 
 
 def fetch_bytes_figure(measured: dict[int, tuple[int, int, int, int]]) -> SvgFigure:
@@ -22,4 +22,4 @@ def fetch_bytes_figure(measured: dict[int, tuple[int, int, int, int]]) -> SvgFig
     ax.legend(fontsize="small", ncols=2)
     ax.set_title("One idle follower fetch: full (sessionless) vs incremental")
     fig.tight_layout()
-    return _svg(fig, "fetch session bytes")
+    return svg_figure(fig, "fetch session bytes")

@@ -26,7 +26,9 @@ class SvgFigure:
         return f"<figure: {self.title}>"
 
 
-def _svg(fig, title: str) -> SvgFigure:
+def svg_figure(fig, title: str) -> SvgFigure:
+    """A matplotlib figure as deterministic SVG (fixed hash salt, no date or creator), so a
+    notebook's committed output compares equal when it runs again; the viz modules' charts share it."""
     out = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "kafka-edu", "svg.fonttype": "none"}):
         fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
@@ -57,7 +59,7 @@ def samples_figure(stat, config: "_stats.MetricConfig", now_ms: int, title: str 
     values = [s.value for s in sampled.samples if math.isfinite(s.value)]
     ax.set_ylim(0, max(values + [1]) * 1.3)
     fig.tight_layout()
-    return _svg(fig, title or "samples")
+    return svg_figure(fig, title or "samples")
 
 
 # %% book/ch4_server/0901_kafka_metrics.ipynb ff4ffa35

@@ -98,6 +98,7 @@ bench: install
 	run() { echo "== $$*"; $(BIN)/python "$$@" || failed="$$failed $$1"; }; \
 	run benchmarks/log_append.py --size 256M --repeats 2; \
 	run benchmarks/broker_vs_mock.py --records 100000 --repeats 2 --latency-seconds 2; \
+	run benchmarks/request_floor.py --requests 2000; \
 	run benchmarks/producer.py --records 50000 --repeats 2; \
 	run benchmarks/consumer.py --records 50000 --repeats 2; \
 	run benchmarks/partitions.py --records 20000 --repeats 1; \

@@ -15,7 +15,11 @@ writes N records to a fresh topic of P partitions (default 1; the records spread
 with acks=all to the cluster's topic of replication factor 3 (every record acknowledged only once both followers fetched it), and with
 acks=1 to the single broker's topic. Each repeat measures both, taking turns going first; the first
 repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
-is the median of the per-repeat ratios. Beside each rate: the CPU seconds the broker processes
+is the median of the per-repeat ratios. A third setup bounds what acks=all can reach here: acks=1
+to the same cluster topic, whose followers still fetch every record but make nobody wait (the
+replication work without its round trips), timed until every follower's log is as long as its
+leader's. acks=all can at best match it, so its ratio to the single broker is the ceiling this
+machine's cores leave for the target. Beside each rate: the CPU seconds the broker processes
 (three, or one) spent per megabyte produced, from /proc, which says how much of the gap is work
 (every byte is received, parsed and written three times) rather than waiting.
 
@@ -97,26 +101,40 @@ def cpu_seconds(brokers: list[BrokerProcess]) -> float:
 
 def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, size: int, repeats: int,
                partitions: int) -> dict[str, list[tuple[float, float]]]:
-    """(records/s, broker CPU seconds per MB) of every kept repeat: 'all' (cluster, RF=3, acks=all) and
-    'one' (single broker, acks=1)."""
-    results: dict[str, list[tuple[float, float]]] = {"all": [], "one": []}
-    setups = {"all": (cluster.bootstrap, "all", cluster.brokers), "one": (single.bootstrap, "1", [single])}
+    """(records/s, broker CPU seconds per MB) of every kept repeat: 'all' (cluster, RF=3, acks=all),
+    'one' (single broker, acks=1) and 'ceiling' (cluster, RF=3, acks=1: replication nobody waits for)."""
+    results: dict[str, list[tuple[float, float]]] = {"all": [], "one": [], "ceiling": []}
+    setups = {"all": (cluster.bootstrap, "all", cluster.brokers), "one": (single.bootstrap, "1", [single]),
+              "ceiling": (cluster.bootstrap, "1", cluster.brokers)}
     for repeat in range(repeats + 1):
         topic = f"acks-{size}-{repeat}"
         create_replicated_topic(cluster, topic, partitions)
         order = list(setups) if repeat % 2 else list(reversed(setups))
         for name in order:
             bootstrap, acks, brokers = setups[name]
+            if name == "ceiling":       # a topic of its own, whose followers start level with the leader
+                create_replicated_topic(cluster, f"{topic}-acks1", partitions)
             cpu = cpu_seconds(brokers)
-            elapsed = produce(bootstrap, topic, records, size, acks, partitions)
+            elapsed = produce(bootstrap, f"{topic}-acks1" if name == "ceiling" else topic, records, size, acks,
+                              partitions)
+            if name == "ceiling":       # the replication work is part of the time: wait for the followers
+                started = time.perf_counter()
+                cluster.wait_until(lambda t=f"{topic}-acks1": replicas_level(cluster, t, partitions), 120,
+                                   what="the followers to catch up", interval=0.001)
+                elapsed += time.perf_counter() - started
             cpu = cpu_seconds(brokers) - cpu
             if repeat:                   # the first repeat only warms caches and connections
                 results[name].append((records / elapsed, cpu / (records * size / 1e6)))
     return results
 
 
-def log_bytes(broker: BrokerProcess, topic: str) -> int:
-    return sum(f.stat().st_size for f in (broker.log_dir / f"{topic}-0").glob("*.log"))
+def log_bytes(broker: BrokerProcess, topic: str, partition: int = 0) -> int:
+    return sum(f.stat().st_size for f in (broker.log_dir / f"{topic}-{partition}").glob("*.log"))
+
+
+def replicas_level(cluster: ProcessCluster, topic: str, partitions: int) -> bool:
+    """Every replica of every partition holds as many log bytes as the others (followers copy byte for byte)."""
+    return all(len({log_bytes(b, topic, p) for b in cluster.brokers}) == 1 for p in range(partitions))
 
 
 def catch_up(cluster: ProcessCluster, megabytes: int, size: int = 1024) -> tuple[float, float, int]:
@@ -173,12 +191,18 @@ def main() -> int:
                 results = throughput(cluster, single, args.records, size, args.repeats, args.partitions)
                 rate = {name: statistics.median(r for r, _ in runs) for name, runs in results.items()}
                 cpu = {name: statistics.median(c for _, c in runs) for name, runs in results.items()}
-                ratio = statistics.median(a[0] / o[0] for a, o in zip(results["all"], results["one"], strict=True))
+                ratio, ceiling = (statistics.median(a[0] / o[0] for a, o in zip(results[name], results["one"],
+                                                                                   strict=True))
+                                  for name in ("all", "ceiling"))
                 print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}{cpu['all']:>9.3f}"
                       f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{cpu['one']:>9.3f}{ratio:>8.2f}",
                       flush=True)
+                print(f"{'':>6}ceiling: acks=1 to the cluster {rate['ceiling']:,.0f} rec/s, "
+                      f"{cpu['ceiling']:.3f} CPU s/MB, {ceiling:.2f} of the single broker", flush=True)
                 report("cluster_acks", f"acks=all RF=3 / acks=1 single, {size} B{tuned}", ratio, TARGET_RATIO,
                        ours_rate=rate["all"], peer_rate=rate["one"])
+                report("cluster_acks", f"ceiling: acks=1 RF=3 / acks=1 single, {size} B{tuned}", ceiling, None,
+                       ours_rate=rate["ceiling"], peer_rate=rate["one"])
             if args.catch_up_mb > 0:
                 append, copy, behind = catch_up(cluster, args.catch_up_mb)
                 print(f"\ncatch-up of a follower paused while {behind / 1e6:.1f} MB were appended (1 KiB records, acks=1):")

@@ -12,24 +12,29 @@ class Wakeup:
         self._reader, self._writer = socket.socketpair()
         for sock in (self._reader, self._writer):
             sock.setblocking(False)
+        self._pending = False       # a byte is in the pair: one more would wake nobody sooner
 
     def register(self, selector: selectors.BaseSelector) -> None:
         """Watch the reading end in `selector`; its key's data is this object."""
         selector.register(self._reader, selectors.EVENT_READ, self)
 
     def wakeup(self) -> None:
+        if self._pending:
+            return
+        self._pending = True
         try:
             self._writer.send(b"\x00")
         except OSError:
             return   # full: wake-ups are already pending; closed: the thread has finished
 
     def drain(self) -> None:
-        """Read every pending wake-up byte, so the next select blocks again."""
+        """Read every pending wake-up byte, so the next select blocks again; then allow new ones."""
         try:
             while self._reader.recv(4096):
                 continue
         except BlockingIOError:
-            return
+            pass
+        self._pending = False
 
     def close(self) -> None:
         self._reader.close()

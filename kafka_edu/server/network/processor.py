@@ -90,7 +90,7 @@ class _Polling:
         for key, events in ready:
             channel = key.data
             if channel is self._wakeup:
-                self._drain_wakeups()
+                self._wakeup.drain()
             elif channel.id in self._channels:
                 self._handle_io(channel, events, now)
         if sensors is not None:
@@ -222,10 +222,6 @@ class _Completions:
         if self._sensors is not None:
             self._sensors.close()
 
-    def _drain_wakeups(self) -> None:
-        self._wakeup.drain()
-        self._wakeup_pending = False         # after the drain, before the responses are taken
-
 
 # %% book/ch4_server/0101_socket_server.ipynb b65831cd
 class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
@@ -256,7 +252,6 @@ class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
         self._selector = selectors.DefaultSelector()
         self._wakeup = Wakeup()
         self._wakeup.register(self._selector)
-        self._wakeup_pending = False    # a wake-up byte is written and not yet drained
         self._sensors = None if metrics is None else SelectorMetrics(     # 4.9.4; None costs nothing
             metrics, "socket-server", {"networkProcessor": str(id)}, lambda: len(self._channels))
 
@@ -268,9 +263,6 @@ class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
 
     def wakeup(self) -> None:
         """Make the Processor's select return; one pending wake-up serves every caller until drained."""
-        if self._wakeup_pending:
-            return
-        self._wakeup_pending = True
         self._wakeup.wakeup()
 
     def connection_ids(self) -> list[str]:

@@ -2,13 +2,11 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch1_concepts/0103_core_concepts.ipynb 028efb55
 import html
-import io
 
 import graphviz
-import matplotlib
 from matplotlib.figure import Figure
 
-from kafka_edu.viz.metrics import SvgFigure
+from kafka_edu.viz.metrics import SvgFigure, svg_figure
 
 _NODE = {"fontname": "Helvetica", "fontsize": "10"}
 
@@ -81,10 +79,7 @@ def traffic_figure(produced: list[int], consumed: list[int], lag: list[int], fir
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
-    out = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "kafka-edu", "svg.fonttype": "none"}):
-        fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
-    return SvgFigure(out.getvalue(), "a peak, buffered")
+    return svg_figure(fig, "a peak, buffered")
 
 
 # %% book/ch1_concepts/0103_core_concepts.ipynb 595b0283

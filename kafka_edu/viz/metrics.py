@@ -26,11 +26,12 @@ class SvgFigure:
         return f"<figure: {self.title}>"
 
 
-def svg_figure(fig, title: str) -> SvgFigure:
+def svg_figure(fig, title: str, hashsalt: str = "kafka-edu") -> SvgFigure:
     """A matplotlib figure as deterministic SVG (fixed hash salt, no date or creator), so a
-    notebook's committed output compares equal when it runs again; the viz modules' charts share it."""
+    notebook's committed output compares equal when it runs again; the viz modules' charts share it.
+    The salt seeds the SVG's element ids: a chapter that drew its figures with another keeps it."""
     out = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "kafka-edu", "svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.hashsalt": hashsalt, "svg.fonttype": "none"}):
         fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
     return SvgFigure(out.getvalue(), title)
 

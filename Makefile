@@ -101,7 +101,7 @@ bench: install
 	run benchmarks/request_floor.py --requests 2000; \
 	run benchmarks/producer.py --records 50000 --repeats 2; \
 	run benchmarks/consumer.py --records 50000 --repeats 2; \
-	run benchmarks/partitions.py --records 20000 --repeats 1; \
+	run benchmarks/partitions.py --repeats 2; \
 	run benchmarks/large_log.py --log-gb $(BENCH_LOG_GB) --consume-mb 256 --repeats 2; \
 	run benchmarks/connections.py --connections 10000 --records 100000 --repeats 2; \
 	run benchmarks/cluster_acks.py --records 50000 --repeats 2 --catch-up-mb 16; \

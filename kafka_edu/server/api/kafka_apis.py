@@ -127,7 +127,7 @@ class _MetadataApis:
         allow_auto_create = (not all_topics and self.config["auto.create.topics.enable"]
                              and (version < 4 or body.allow_auto_topic_creation))
         protocol = request.security_protocol
-        topics = []
+        topics, seen = [], {}
         for name in names:
             described = self.authorize(request, Operation.DESCRIBE, Resource.topic(name))
             if all_topics and not described:
@@ -143,7 +143,7 @@ class _MetadataApis:
                                "partitions": []})
             else:
                 topics.append({"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS,
-                               "partitions": [self._partition_metadata(p, s, protocol, version)
+                               "partitions": [self._partition_metadata(p, s, protocol, version, seen)
                                               for p, s in partitions.items()]})
         brokers = [{"node_id": b.id, "host": e.host, "port": e.port, "rack": b.rack}
                    for b in self.metadata_cache.get_alive_brokers() if (e := b.end_point(protocol)) is not None]
@@ -152,10 +152,15 @@ class _MetadataApis:
             "throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster_id,
             "controller_id": -1 if controller_id is None else controller_id, "topics": topics})
 
-    def _partition_metadata(self, partition: int, state, protocol: str, version: int) -> dict:
+    def _partition_metadata(self, partition: int, state, protocol: str, version: int, seen: dict) -> dict:
+        """`seen` remembers, for one response, which brokers are reachable on `protocol`: a topic of
+        1,000 partitions asks about the same few brokers thousands of times."""
         def reachable(broker_id):
-            broker = self.metadata_cache.get_alive_broker(broker_id)
-            return broker is not None and broker.end_point(protocol) is not None
+            found = seen.get(broker_id)
+            if found is None:
+                broker = self.metadata_cache.get_alive_broker(broker_id)
+                found = seen[broker_id] = broker is not None and broker.end_point(protocol) is not None
+            return found
 
         replicas, isr = list(state.replicas), list(state.isr)
         offline = [r for r in replicas if not reachable(r)]
@@ -184,14 +189,13 @@ class _ProduceApi:
             writable = self.authorize(request, Operation.WRITE, Resource.topic(topic.name))
             for data in topic.partition_data:
                 tp, records = (topic.name, data.index), data.records or b""
-                if not writable:
-                    refused[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-                elif transactional or (version >= 3 and _has_transactional_batch(records)):
-                    refused[tp] = Errors.INVALID_TXN_STATE
-                elif version >= 3 and not _only_v2_batches(records):
-                    refused[tp] = Errors.CORRUPT_MESSAGE
-                else:
+                error = (Errors.TOPIC_AUTHORIZATION_FAILED if not writable
+                         else Errors.INVALID_TXN_STATE if transactional
+                         else _v3_batch_error(records) if version >= 3 else None)
+                if error is None:
                     entries[tp] = records
+                else:
+                    refused[tp] = error
 
         def respond(responses: dict) -> None:
             merged = {tp: PartitionResponse(error) for tp, error in refused.items()}
@@ -217,12 +221,16 @@ class _ProduceApi:
             respond({})
 
 
-def _only_v2_batches(records) -> bool:
-    return all(entry.magic == 2 for entry in iter_log_entries(records))
-
-
-def _has_transactional_batch(records) -> bool:
-    return any(entry.magic == 2 and entry.attributes & 0x10 for entry in iter_log_entries(records))
+def _v3_batch_error(records) -> Errors | None:
+    """Produce v3+ carries only v2 batches, and we take no transactional ones: one pass over the headers
+    (a transactional batch is refused as such even when an older entry follows it)."""
+    error = None
+    for entry in iter_log_entries(records):
+        if entry.magic != 2:
+            error = Errors.CORRUPT_MESSAGE
+        elif entry.attributes & 0x10:
+            return Errors.INVALID_TXN_STATE
+    return error
 
 
 # %% book/ch4_server/0202_kafka_apis.ipynb 951760c6

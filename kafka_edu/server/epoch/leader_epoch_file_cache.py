@@ -38,8 +38,8 @@ class EpochEndOffset:
 class LeaderEpochCheckpointFile:
     """`leader-epoch-checkpoint`: a version line `0`, a count, then `epoch startOffset` lines.
 
-    Written to a temporary file, synced and renamed over the old one, so a crash leaves either the
-    old list or the new one, never half of each.
+    Written to a temporary file (synced first unless `sync` is False) and renamed over the old one,
+    so a crash leaves either the old list or the new one, never half of each.
     """
 
     VERSION = 0
@@ -47,13 +47,14 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str):
         self.path = path
 
-    def write(self, entries: list[EpochEntry]) -> None:
+    def write(self, entries: list[EpochEntry], sync: bool = True) -> None:
         lines = [str(self.VERSION), str(len(entries))] + [f"{e.epoch} {e.start_offset}" for e in entries]
         temporary = self.path + ".tmp"
         with open(temporary, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(temporary, self.path)
 
     def read(self) -> list[EpochEntry]:
@@ -131,7 +132,8 @@ class _EpochUpdates:
                                 start_offset, latest.epoch, latest.start_offset)
                     return False
             self._entries.append(EpochEntry(epoch, start_offset))
-            self._flush()
+            self._write(sync=False)             # Beyond 0.10: synced by flush(), see above
+            self._dirty = True
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -140,7 +142,7 @@ class _EpochUpdates:
             kept = [e for e in self._entries if e.start_offset < end_offset]
             if len(kept) != len(self._entries):
                 self._entries = kept
-                self._flush()
+                self._write(sync=True)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: drop epochs wholly before it, move the one it is in."""
@@ -150,17 +152,24 @@ class _EpochUpdates:
                 return
             kept = [EpochEntry(before[-1].epoch, start_offset)] + self._entries[len(before):]
             self._entries = kept
-            self._flush()
+            self._write(sync=True)
 
     def clear(self) -> None:
         """The log was emptied and restarted elsewhere: nothing known about its epochs is true."""
         with self._lock:
             if self._entries:
                 self._entries = []
-                self._flush()
+                self._write(sync=True)
 
-    def _flush(self) -> None:
-        self.checkpoint.write(self._entries)
+    def flush(self) -> None:
+        """Sync what `assign` wrote (the log calls this before it moves its recovery point)."""
+        with self._lock:
+            if self._dirty:
+                self._write(sync=True)
+
+    def _write(self, sync: bool) -> None:
+        self.checkpoint.write(self._entries, sync)
+        self._dirty = self._dirty and not sync
 
 
 class LeaderEpochFileCache(_EpochUpdates, _EpochLookup):
@@ -172,14 +181,20 @@ class LeaderEpochFileCache(_EpochUpdates, _EpochLookup):
         self._log_end_offset = log_end_offset
         self._lock = threading.RLock()
         self._entries: list[EpochEntry] = checkpoint.read()
+        self._dirty = False
 
     @classmethod
     def for_log(cls, log) -> "LeaderEpochFileCache":
-        """The cache in `log`'s directory, trimmed to what the (maybe recovered) log still holds."""
+        """The cache in `log`'s directory, trimmed to what the (maybe recovered) log still holds, with
+        the epochs of the batches recovery re-read, and synced whenever the log's recovery point moves."""
         path = os.path.join(log.dir, LEADER_EPOCH_CHECKPOINT_FILENAME)
         cache = cls(log.name, LeaderEpochCheckpointFile(path), lambda: log.log_end_offset)
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
+        for epoch, start_offset in log.recovered_epochs:
+            cache.assign(epoch, start_offset)
+        cache.flush()
+        log.flush_hooks[LEADER_EPOCH_CHECKPOINT_FILENAME] = cache.flush
         return cache
 
     def __repr__(self) -> str:

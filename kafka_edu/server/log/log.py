@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import threading
+from collections.abc import Callable
 
 from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -47,6 +48,10 @@ class _SegmentMap:
         self._segments: tuple[LogSegment, ...] = ()
         self.last_flush_time = time.milliseconds()
         self._next_offset_metadata = LogOffsetMetadata(0, 0, 0)
+        # Beyond 0.10 (4.5.6): the epochs of the batches recovery re-read, for the leader-epoch cache,
+        # and what must reach the disk before the recovery point moves (that cache's file)
+        self.recovered_epochs: list[tuple[int, int]] = []
+        self.flush_hooks: dict[str, Callable[[], None]] = {}
         self._load_segments()
         self._update_log_end_offset(self.active_segment.next_offset())
         self._metrics_group = None if metrics is None else KafkaMetricsGroup(metrics, "kafka.log", "Log")
@@ -240,6 +245,8 @@ class _Appending:
             return
         for segment in self.log_segments(self.recovery_point, offset):
             segment.flush()
+        for hook in list(self.flush_hooks.values()):
+            hook()
         with self._lock:
             if offset > self.recovery_point:
                 self.recovery_point = offset
@@ -452,7 +459,7 @@ class _Loading:
         unflushed = self.log_segments(self.recovery_point)
         for i, segment in enumerate(unflushed):
             logger.info("recovering unflushed segment %d of %s", segment.base_offset, self.name)
-            truncated = segment.recover(self.config.max_message_bytes)
+            truncated = segment.recover(self.config.max_message_bytes, self.recovered_epochs)
             if truncated > 0:
                 logger.warning("corruption found in segment %d of %s: %d bytes truncated; deleting %d later "
                                "segments", segment.base_offset, self.name, truncated, len(unflushed) - i - 1)

@@ -2,8 +2,10 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0305_log_segment.ipynb 4f1380fb
 import os
+import struct
 
 from kafka_edu.common.record import errors as record_errors
+from kafka_edu.common.record.default_records import PARTITION_LEADER_EPOCH_OFFSET
 from kafka_edu.common.record.legacy_records import LegacyRecordBatch
 from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
@@ -14,6 +16,8 @@ from kafka_edu.server.log.log_files import index_file, log_file, time_index_file
 from kafka_edu.server.log.log_offset_metadata import FetchDataInfo, LogOffsetMetadata
 from kafka_edu.server.log.offset_index import OffsetIndex
 from kafka_edu.server.log.time_index import NO_TIMESTAMP, TimeIndex
+
+_I32 = struct.Struct(">i")
 
 
 def first_offset(entry: LogEntry) -> int:
@@ -143,8 +147,11 @@ del (_method, translate_offset, read, next_offset, find_offset_by_timestamp)
 
 
 # %% book/ch4_server/0305_log_segment.ipynb 22c84a6d
-def recover(self, max_message_size: int) -> int:
-    """Rebuild the indexes from the log, truncating at the first invalid entry; bytes removed."""
+def recover(self, max_message_size: int, epochs: list | None = None) -> int:
+    """Rebuild the indexes from the log, truncating at the first invalid entry; bytes removed.
+
+    `epochs`, if given, receives (partition leader epoch, base offset) of every valid v2 batch, for
+    the leader-epoch cache to replay (Beyond 0.10, 4.5.6)."""
     for index in (self.index, self.time_index):
         index.truncate()
         index.resize(index.max_index_size)
@@ -153,6 +160,9 @@ def recover(self, max_message_size: int) -> int:
     try:
         for entry in self.log.entries(0, max_message_size):
             entry.ensure_valid()
+            if epochs is not None and entry.magic >= 2:
+                epochs.append((_I32.unpack_from(entry.buffer, entry.start + PARTITION_LEADER_EPOCH_OFFSET)[0],
+                               entry.offset))
             if entry.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far, self.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
             if valid_bytes - last_index_entry > self.index_interval_bytes:

@@ -230,11 +230,11 @@ def send(self: KafkaProducer, topic: str, value=None, key=None, partition: int |
         now = self._time.milliseconds()
         if self._intercepting:
             callback = InterceptorCallback(callback, self.interceptors, tp)
-        result = self.accumulator.append(tp, now if timestamp is None else timestamp, key_bytes, value_bytes,
-                                         headers, callback, remaining_ms, now)
-        if result.batch_is_full or result.new_batch_created:
+        future, batch_is_full, new_batch_created = self.accumulator.append(
+            tp, now if timestamp is None else timestamp, key_bytes, value_bytes, headers, callback, remaining_ms, now)
+        if batch_is_full or new_batch_created:       # one unpack instead of three field reads
             self.sender.wakeup()
-        return result.future
+        return future
     except (KafkaError, TimeoutError) as e:
         user_callback = callback.user_callback if isinstance(callback, InterceptorCallback) else callback
         return self._failed(ProducerRecord(topic, partition, timestamp, key, value, headers), tp, user_callback, e)

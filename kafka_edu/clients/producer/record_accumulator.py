@@ -91,8 +91,10 @@ class RecordAccumulator:
             now = self._time.milliseconds()
         dq = self._batches.get(tp) or self._get_or_create_deque(tp)
         buffer = None                                # a new batch's memory, once we have waited for it
+        lock = dq.lock
         while True:
-            with dq.lock:
+            lock.acquire()                           # acquire/finally: half the cost of `with` (see the text)
+            try:
                 if self._closed:
                     if buffer is not None:
                         self.free.deallocate(buffer)
@@ -114,6 +116,8 @@ class RecordAccumulator:
                     dq.append(batch)
                     self.incomplete.add(batch)
                     return RecordAppendResult(future, len(dq) > 1 or batch.is_full(), True)
+            finally:
+                lock.release()
             size = max(self.batch_size, RECORD_BATCH_OVERHEAD + record_size_in_bytes(0, 0, key, value, headers))
             buffer = self.free.allocate(size, max_time_to_block_ms)      # no lock held while this blocks
 
@@ -220,6 +224,7 @@ def drain(self: RecordAccumulator, cluster: Cluster, nodes: Iterable[Node], max_
                 part = parts[self._drain_index]
                 tp = TopicPartition(part.topic, part.partition)
                 dq = None if tp in self.muted else self._batches.get(tp)
+                batch = None
                 if dq:
                     with dq.lock:
                         first = dq[0] if dq else None
@@ -228,10 +233,11 @@ def drain(self: RecordAccumulator, cluster: Cluster, nodes: Iterable[Node], max_
                             if ready and size + first.size_in_bytes > max_size:
                                 break            # the next drain starts with this partition
                             batch = dq.popleft()
-                            batch.close()
-                            size += batch.size_in_bytes
-                            batch.drained_ms = now
-                            ready.append(batch)
+                if batch is not None:            # Beyond 0.10: out of the deque, only we can reach it
+                    batch.close()                # so it is built (compressed, CRC) without the lock
+                    size += batch.size_in_bytes
+                    batch.drained_ms = now
+                    ready.append(batch)
                 self._drain_index = (self._drain_index + 1) % len(parts)
                 if self._drain_index == start:
                     break

@@ -121,6 +121,7 @@ class ProducerBatch:
                  buffer: bytearray | None = None):
         self.topic_partition = topic_partition
         self.records_builder = records
+        self._append = records.append                     # bound once: try_append runs per record
         self.buffer = buffer                              # from the BufferPool; None for a standalone batch
         self.records: MemoryRecords | None = None         # set by close()
         self.produce_future = ProduceRequestResult(topic_partition)
@@ -149,7 +150,7 @@ class ProducerBatch:
             if not self._has_room_for(timestamp, key, value, headers):
                 return None
             room = self._measured_room(headers) - bound
-        self.records_builder.append(timestamp, key, value, headers)
+        self._append(timestamp, key, value, headers)
         self.room = room
         future = _new_tuple(FutureRecordMetadata, (self.produce_future, self.record_count, timestamp, key_size,
                                                    value_size))

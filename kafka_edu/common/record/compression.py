@@ -211,11 +211,13 @@ def _check_format(codec: CompressionType, magic: int) -> None:
 
 
 def compress(codec: CompressionType, data, magic: int = 2) -> bytes:
-    """Compress `data` exactly as Kafka's Java client frames `codec` in message format `magic`."""
+    """Compress `data` exactly as Kafka's Java client frames `codec` in message format `magic`.
+
+    With no codec `data` itself comes back, not a copy (see the text)."""
     codec = CompressionType(codec)
     _check_format(codec, magic)
     if codec is CompressionType.NONE:
-        return bytes(data)
+        return data
     return _CODECS[codec][0](data, magic)
 
 

@@ -124,7 +124,12 @@ class MemoryRecordsBuilder:
 
     def append(self, timestamp: int | None, key, value, headers=()) -> int:
         """Append at the next offset (base_offset, base_offset + 1, ...) and return it."""
-        return self.append_with_offset(self._next_offset, timestamp, key, value, headers)
+        if self._built is not None:                  # written out, not via append_with_offset: see the text
+            raise ValueError("this MemoryRecordsBuilder is closed: build() was called")
+        offset = self._next_offset
+        self._append_record(offset, timestamp, key, value, headers)
+        self._next_offset = offset + 1
+        return offset
 
     def append_with_offset(self, offset: int, timestamp: int | None, key, value, headers=()) -> int:
         """Append at an explicit, increasing offset (conversion, compaction, the broker's rebuilds)."""

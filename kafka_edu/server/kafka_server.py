@@ -116,8 +116,9 @@ class EmbeddedZooKeeperSnapshot:
     """Saves and restores the persistent znodes of an embedded ZooKeeper (Beyond 0.10)."""
 
     def __init__(self, zk, path: str):
-        self.zk = zk
+        self.zk = zk                    # a client of the embedded ZooKeeper
         self.path = path
+        self._saved: tuple[int, int] | None = None      # (zxid, znodes) of the last save
 
     def _walk(self, path: str, found: dict) -> None:
         for child in self.zk.get_children(path):
@@ -130,6 +131,10 @@ class EmbeddedZooKeeperSnapshot:
                 self._walk(child_path, found)
 
     def save(self) -> int:
+        """Write the persistent znodes, unless nothing changed since the last save; returns how many."""
+        zxid = self.zk.server.last_zxid()       # read first: a change during the walk is saved next time
+        if self._saved is not None and self._saved[0] == zxid:
+            return self._saved[1]
         found: dict[str, str] = {}
         self._walk("/", found)
         temporary = self.path + ".tmp"
@@ -138,6 +143,7 @@ class EmbeddedZooKeeperSnapshot:
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, self.path)
+        self._saved = (zxid, len(found))
         return len(found)
 
     def restore(self) -> int:

@@ -95,6 +95,10 @@ class ZnodeTree:
             raise ClientClosedError(f"session {session_id:#x} is closed")
         return session
 
+    def last_zxid(self) -> int:
+        """The id of the newest change (any create, set or delete): equal ids, unchanged tree."""
+        return self._zxid
+
     # ---- the tree (callers hold the lock) --------------------------------------------------
     def _next_zxid(self) -> int:
         self._zxid += 1

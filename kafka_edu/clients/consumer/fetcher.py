@@ -9,6 +9,7 @@ from typing import NamedTuple
 from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, RequestFuture
 from kafka_edu.clients.consumer.fetcher_metrics import FetchManagerMetrics
 from kafka_edu.clients.consumer.subscription_state import OffsetResetStrategy, SubscriptionState
+from kafka_edu.clients.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionRequest
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.producer.serializers import ByteArrayDeserializer, Deserializer
 from kafka_edu.common.cluster import Node, TopicPartition
@@ -61,11 +62,27 @@ class CompletedFetch:
     records: bytes
 
 
+class DecodedRecords:
+    """Records decoded at once (old formats, deserializers), handed out as a RecordCursor hands out its own."""
+
+    __slots__ = ("records", "left")
+
+    def __init__(self, records: list):
+        self.records, self.left = records, len(records)
+
+    def take(self, n: int) -> list:
+        start = len(self.records) - self.left
+        taken = self.records[start:start + n]
+        self.left -= len(taken)
+        return taken
+
+
 @dataclass
 class PartitionRecords:
-    """Parsed records of one partition not yet returned; valid while the position is `fetch_offset`.
+    """Records of one partition not yet returned; valid while the position is `fetch_offset`.
 
-    `records[index:]` are still to be returned: taking some moves the index, copying nothing else.
+    `pieces` hold them in offset order, one per batch: `RecordCursor`s that decode only what is
+    taken, or `DecodedRecords`. `left` counts them all.
     `next_offset` is where the fetched batches end. It can lie past the last record: the cleaner keeps
     a v2 batch's last offset when it drops the batch's last records, and control batches hold no
     records for the application, so the position must move to the batch's end, not the last record's.
@@ -73,16 +90,20 @@ class PartitionRecords:
 
     partition: TopicPartition
     fetch_offset: int
-    records: list
+    pieces: deque
+    left: int
     next_offset: int
-    index: int = 0
 
     def remaining(self) -> int:
-        return len(self.records) - self.index
+        return self.left
 
     def take(self, n: int) -> list:
-        taken = self.records[self.index:self.index + n]
-        self.index += len(taken)
+        pieces = self.pieces
+        taken = pieces[0].take(n)
+        while len(taken) < n and len(pieces) > 1:
+            pieces.popleft()
+            taken += pieces[0].take(n - len(taken))
+        self.left -= len(taken)
         return taken
 
 
@@ -105,6 +126,7 @@ class Fetcher:
         self.value_deserializer = value_deserializer or ByteArrayDeserializer()
         self.completed_fetches: deque[CompletedFetch] = deque()
         self._next_in_line: PartitionRecords | None = None      # the fetch poll() is in the middle of
+        self.sessions: dict[int, FetchSessionHandler] = {}       # Beyond 0.10: one fetch session per node
         self.sensors = None if metrics is None else FetchManagerMetrics(metrics, client.client.client_id)  # 4.9
 
     def update_fetch_positions(self, partitions) -> None:
@@ -208,9 +230,10 @@ def _fetch_offsets(self: Fetcher) -> dict[TopicPartition, int]:
     return offsets
 
 
-def create_fetch_requests(self: Fetcher) -> dict[Node, dict]:
+def create_fetch_requests(self: Fetcher) -> dict[Node, FetchRequestData]:
+    """The next request to each leader without one pending, built by its fetch session (Beyond 0.10)."""
     cluster = self.metadata.fetch()
-    by_node: dict[Node, dict[str, list[dict]]] = {}
+    wanted: dict[Node, dict[TopicPartition, PartitionRequest]] = {}
     for tp, offset in self._fetch_offsets().items():
         leader = cluster.leader_for(tp)
         if leader is None:
@@ -218,47 +241,57 @@ def create_fetch_requests(self: Fetcher) -> dict[Node, dict]:
             continue
         if self.client.pending_request_count(leader.id_string) > 0:
             continue                                 # one fetch per node at a time
-        topics = by_node.setdefault(leader, {})
-        topics.setdefault(tp.topic, []).append({"partition": tp.partition,
-                                                "fetch_offset": offset,
-                                                "partition_max_bytes": self.max_partition_fetch_bytes})
-    return {node: {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms, "min_bytes": self.fetch_min_bytes,
-                   "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                   "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                   "forgotten_topics_data": []}
-            for node, topics in by_node.items()}
+        wanted.setdefault(leader, {})[tp] = PartitionRequest(offset, self.max_partition_fetch_bytes)
+    return {node: self._session(node).build_next(partitions) for node, partitions in wanted.items()}
+
+
+def _session(self: Fetcher, node: Node) -> FetchSessionHandler:
+    handler = self.sessions.get(node.id)
+    if handler is None:
+        handler = self.sessions[node.id] = FetchSessionHandler(node.id)
+    return handler
 
 
 def send_fetches(self: Fetcher) -> int:
     """Queue one FetchRequest per leader that has fetchable partitions; returns how many."""
     requests = self.create_fetch_requests()
-    for node, body in requests.items():
-        offsets = {TopicPartition(t["topic"], p["partition"]): p["fetch_offset"]
-                   for t in body["topics"] for p in t["partitions"]}
+    for node, data in requests.items():
+        body = {"replica_id": -1, "max_wait_ms": self.fetch_max_wait_ms, "min_bytes": self.fetch_min_bytes,
+                "max_bytes": self.fetch_max_bytes, "isolation_level": 0, **data.wire_fields()}
         self.client.send(node, ApiKeys.FETCH, body).add_listener(
-            lambda response, offsets=offsets, sent_ms=self.time.milliseconds():
-                self._handle_fetch_response(offsets, response, sent_ms),
-            lambda error, node=node: log.debug("fetch from node %s failed: %s", node, error))
+            lambda response, node=node, data=data, sent_ms=self.time.milliseconds():
+                self._handle_fetch_response(node, data, response, sent_ms),
+            lambda error, node=node: self._handle_fetch_failure(node, error))
     return len(requests)
 
 
-def _handle_fetch_response(self: Fetcher, offsets: dict[TopicPartition, int], response, sent_ms: int = -1) -> None:
+def _handle_fetch_response(self: Fetcher, node: Node, data: FetchRequestData, response, sent_ms: int = -1) -> None:
+    """Queue each answered partition's data, fetched from the offset the session holds for it."""
     if self.sensors is not None:
         self.sensors.record_fetch(self.time.milliseconds() - sent_ms, response.get("throttle_time_ms", 0),
                                   self.time.milliseconds())
+    if not self._session(node).handle_response(response):
+        return                                       # a session error: the next request to node is full
+    session = data.session_partitions
     for topic in response["responses"]:
         for partition in topic["partitions"]:
             tp = TopicPartition(topic["topic"], partition["partition_index"])
-            if tp in offsets:
-                self.completed_fetches.append(CompletedFetch(
-                    tp, offsets[tp], Errors.for_code(partition["error_code"]), partition["high_watermark"],
-                    partition["records"] or b""))
+            self.completed_fetches.append(CompletedFetch(
+                tp, session[tp].fetch_offset, Errors.for_code(partition["error_code"]), partition["high_watermark"],
+                partition["records"] or b""))
+
+
+def _handle_fetch_failure(self: Fetcher, node: Node, error: BaseException) -> None:
+    log.debug("fetch from node %s failed: %s", node, error)
+    self._session(node).handle_error(error)
 
 
 Fetcher._fetch_offsets = _fetch_offsets
 Fetcher.create_fetch_requests = create_fetch_requests
+Fetcher._session = _session
 Fetcher.send_fetches = send_fetches
 Fetcher._handle_fetch_response = _handle_fetch_response
+Fetcher._handle_fetch_failure = _handle_fetch_failure
 
 
 # %% book/ch3_consumer/0408_fetcher.ipynb f85bcd41
@@ -290,12 +323,12 @@ def _parse(self: Fetcher, fetch: CompletedFetch) -> PartitionRecords | None:
     if not self.subscriptions.is_fetchable(tp) or self.subscriptions.position(tp) != fetch.fetch_offset:
         return None                                        # stale: the position moved since we asked
     if fetch.error is Errors.NONE:
-        records, next_offset = self._decode(tp, fetch)
+        pieces, count, next_offset = self._decode(tp, fetch)
         if self.sensors is not None:
-            self.sensors.record_partition(tp, len(fetch.records), len(records),
+            self.sensors.record_partition(tp, len(fetch.records), count,
                                           fetch.high_watermark - next_offset, self.time.milliseconds())
-        if records:
-            return PartitionRecords(tp, fetch.fetch_offset, records, next_offset)
+        if count:
+            return PartitionRecords(tp, fetch.fetch_offset, pieces, count, next_offset)
         if next_offset > fetch.fetch_offset:
             self.subscriptions.seek(tp, next_offset)       # only batches with nothing to return
         return None
@@ -312,35 +345,38 @@ def _parse(self: Fetcher, fetch: CompletedFetch) -> PartitionRecords | None:
     return None
 
 
-def _decode(self: Fetcher, tp: TopicPartition, fetch: CompletedFetch) -> tuple[list[ConsumerRecord], int]:
-    """The fetch's records from the fetch offset on, as ConsumerRecords in offset order, and the
-    offset after the last whole batch.
+def _decode(self: Fetcher, tp: TopicPartition, fetch: CompletedFetch) -> tuple[deque, int, int]:
+    """The fetch's records from the fetch offset on, one piece per batch in offset order, how many
+    there are, and the offset after the last whole batch.
 
-    With bytes in and bytes out (the default deserializers) a v2 batch decodes straight into
-    ConsumerRecords; otherwise each record is deserialized as it is wrapped.
+    With bytes in and bytes out (the default deserializers) a v2 batch becomes a RecordCursor that
+    decodes straight into ConsumerRecords as poll() takes them; otherwise each record is decoded and
+    deserialized now.
     """
     raw = type(self.key_deserializer) is ByteArrayDeserializer and \
         type(self.value_deserializer) is ByteArrayDeserializer
-    prefix, topic, new = (tp.topic, tp.partition), tp.topic, tuple.__new__
+    prefix, topic, start, new = (tp.topic, tp.partition), tp.topic, fetch.fetch_offset, tuple.__new__
     key_of, value_of = self.key_deserializer.deserialize, self.value_deserializer.deserialize
-    records: list[ConsumerRecord] = []
-    next_offset = fetch.fetch_offset
+    pieces, count, next_offset = deque(), 0, start
     for batch in MemoryRecords(fetch.records).batches():
-        if batch.last_offset < fetch.fetch_offset:
+        if batch.last_offset < start:
             continue                                   # wholly before the fetch offset: not even decoded
         next_offset = batch.last_offset + 1
         if type(batch) is DefaultRecordBatch and batch.is_control:
             continue                                   # transaction markers are not the application's
         if raw and type(batch) is DefaultRecordBatch:
-            records += batch.decode(self.check_crcs, ConsumerRecord, prefix)
-        else:
-            records += [new(ConsumerRecord, (topic, tp.partition, r.offset, r.timestamp, r.timestamp_type,
-                                             key_of(topic, r.key), value_of(topic, r.value), r.headers))
-                        for r in batch.records(self.check_crcs)]
-    first = 0
-    while first < len(records) and records[first].offset < fetch.fetch_offset:
-        first += 1                                     # a compressed batch may start before it
-    return (records[first:] if first else records), next_offset
+            piece = batch.cursor(self.check_crcs, ConsumerRecord, prefix)
+            if batch.base_offset < start:              # a seek into the batch: decode it now, skip the head
+                piece = DecodedRecords([r for r in piece.take(piece.left) if r.offset >= start])
+        else:                                          # a compressed batch may start before the fetch offset
+            piece = DecodedRecords([new(ConsumerRecord, (topic, tp.partition, r.offset, r.timestamp,
+                                                         r.timestamp_type, key_of(topic, r.key),
+                                                         value_of(topic, r.value), r.headers))
+                                    for r in batch.records(self.check_crcs) if r.offset >= start])
+        if piece.left:
+            pieces.append(piece)
+            count += piece.left
+    return pieces, count, next_offset
 
 
 Fetcher.fetched_records = fetched_records

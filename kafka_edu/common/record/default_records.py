@@ -181,8 +181,9 @@ def _decode_headers(data: bytes, pos: int, count: int):
 _ZIGZAG = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]   # every one- and two-byte varint, decoded
 
 
-def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
-                    append_time: int | None, into: type = Record, prefix: tuple = ()) -> list:
+def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_timestamp: int,
+                    append_time: int | None, into: type = Record, prefix: tuple = ()) -> tuple[list, int]:
+    # `count` records from byte `pos` of the records section, and the position after them.
     # The hot loop of every consumer. One- and two-byte varints (three for the deltas) are decoded
     # inline, the zig-zag step by a table lookup, written out field by field: a Python call per
     # field would cost more than the decoding. Each record is built once, as an `into` tuple, from
@@ -191,7 +192,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
     append, new_record, zigzag = records.append, tuple.__new__, _ZIGZAG
     topic, partition = prefix or (None, None)
     timestamp_type = TimestampType.CREATE_TIME if append_time is None else TimestampType.LOG_APPEND_TIME
-    pos, end = 0, len(data)
+    end = len(data)
     try:
         for _ in range(count):
             byte = data[pos]
@@ -260,9 +261,33 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                 append(new_record(into, (offset, timestamp, timestamp_type, key, value, headers)))
     except IndexError:
         raise CorruptRecordError(f"a record is truncated at byte {pos}") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes remain after the batch's {count} records")
-    return records
+    return records, pos
+
+
+# %% book/ch4_server/0311_record_batch_v2.ipynb 31bba1c0
+class RecordCursor:
+    """A batch's records as bytes, decoded `take(n)` at a time, so that only taken records are objects."""
+
+    __slots__ = ("_data", "_pos", "_header", "_append_time", "_into", "_prefix", "left")
+
+    def __init__(self, data: bytes, header: RecordBatchHeader, into: type = Record, prefix: tuple = ()):
+        if header.records_count < 0:
+            raise CorruptRecordError(f"negative record count {header.records_count}")
+        self._data, self._pos, self._header, self._into, self._prefix = data, 0, header, into, prefix
+        self._append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+        self.left = header.records_count
+
+    def take(self, n: int) -> list:
+        """The next min(n, left) records, in offset order."""
+        n = min(n, self.left)
+        header = self._header
+        records, self._pos = _decode_records(self._data, self._pos, n, header.base_offset, header.base_timestamp,
+                                             self._append_time, self._into, self._prefix)
+        self.left -= n
+        if not self.left and self._pos != len(self._data):
+            raise CorruptRecordError(f"{len(self._data) - self._pos} bytes remain after the batch's "
+                                     f"{header.records_count} records")
+        return records
 
 
 # %% book/ch4_server/0311_record_batch_v2.ipynb 610655fa
@@ -328,15 +353,15 @@ class DefaultRecordBatch:
         A consumer passes its own record type with (topic, partition) as the prefix, so each record
         is built once, straight from the bytes.
         """
+        cursor = self.cursor(verify, into, prefix)
+        return cursor.take(cursor.left)
+
+    def cursor(self, verify: bool = True, into: type = Record, prefix: tuple = ()) -> "RecordCursor":
+        """The records, checked (`verify`) and decompressed now, decoded only as they are taken."""
         if verify:
             self.ensure_valid()
-        header = self.header
-        if header.records_count < 0:
-            raise CorruptRecordError(f"negative record count {header.records_count}")
-        data = decompress(header.compression_type, self._view[RECORD_BATCH_OVERHEAD:], 2)
-        append_time = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
-        return _decode_records(data, header.records_count, header.base_offset, header.base_timestamp,
-                               append_time, into, prefix)
+        return RecordCursor(decompress(self.header.compression_type, self._view[RECORD_BATCH_OVERHEAD:], 2),
+                            self.header, into, prefix)
 
     def __bytes__(self) -> bytes:
         return bytes(self._view)

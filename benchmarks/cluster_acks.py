@@ -81,6 +81,14 @@ def create_replicated_topic(cluster: ProcessCluster, topic: str, partitions: int
         return all(s is not None and len(s.leader_and_isr.isr) == 3 for s in states)
 
     cluster.wait_until(full_isr, 60, what=f"{topic}: ISR of three")
+    # The ISR of a new partition is full from the start, but its followers only begin to fetch it once
+    # the fetch they have parked on the leader for older partitions returns (replica.fetch.wait.max.ms,
+    # 500 ms here): one record per partition with acks=all, untimed, waits that out.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for partition in range(partitions):
+        producer.produce(topic, b"warm-up", partition=partition)
+    if producer.flush(60):
+        raise RuntimeError(f"{topic}: the warm-up records were not acknowledged")
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int, acks: str, partitions: int = 1) -> float:

@@ -51,12 +51,10 @@ class Sender:
         self.request_timeout_ms = request_timeout_ms
         self.running = True
         self.forced_close = False
-        self._wakeup_pending = False
         self._time = time
         self.sensors = None if metrics is None else SenderMetrics(metrics, client, metadata, time)   # see below
 
     def run_once(self, now: int) -> None:
-        self._wakeup_pending = False      # from here on, what callers add is seen by this turn or wakes the next
         if self.idempotence is not None and not self.idempotence.has_producer_id:
             self._maybe_request_producer_id(now)      # Beyond 0.10: nothing is sent before the id arrives
             self.client.poll(self.accumulator.retry_backoff_ms, now)
@@ -252,10 +250,8 @@ def force_close(self: Sender) -> None:
 
 
 def wakeup(self: Sender) -> None:
-    """Make the loop's poll return now; one pending wake-up per turn is enough."""
-    if not self._wakeup_pending:
-        self._wakeup_pending = True
-        self.client.wakeup()
+    """Make the loop's poll return now (a wake-up already pending serves, see 2.4.2)."""
+    self.client.wakeup()
 
 
 Sender.run = run

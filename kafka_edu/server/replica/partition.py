@@ -195,17 +195,21 @@ class _PartitionCore:
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 199d4876
+def _take_state(self, state: PartitionState, isr) -> None:
+    """What both roles take from LeaderAndIsr: epochs, znode version, replica set and `isr` (caller holds the lock)."""
+    self.controller_epoch = state.controller_epoch
+    for replica_id in state.replicas:
+        self.get_or_create_replica(replica_id)
+    for gone in set(self.assigned_replica_map) - set(state.replicas):
+        del self.assigned_replica_map[gone]
+    self.in_sync_replicas = frozenset(isr)
+    self.leader_epoch = state.leader_epoch
+    self.zk_version = state.zk_version
+
 def make_leader(self, state: PartitionState) -> tuple[bool, bool]:
     """Become leader as LeaderAndIsr says; returns (newly leader, high watermark moved)."""
     with self._lock:
-        self.controller_epoch = state.controller_epoch
-        for replica_id in state.replicas:
-            self.get_or_create_replica(replica_id)
-        for gone in set(self.assigned_replica_map) - set(state.replicas):
-            del self.assigned_replica_map[gone]
-        self.in_sync_replicas = frozenset(state.isr)
-        self.leader_epoch = state.leader_epoch
-        self.zk_version = state.zk_version
+        self._take_state(state, isr=state.isr)
         leader = self.assigned_replica_map[self.local_broker_id]
         is_new_leader = self.leader_replica_id != self.local_broker_id
         if is_new_leader:
@@ -224,14 +228,7 @@ def make_follower(self, state: PartitionState) -> bool:
     watermark and start fetching from the new leader (4.5.4).
     """
     with self._lock:
-        self.controller_epoch = state.controller_epoch
-        for replica_id in state.replicas:
-            self.get_or_create_replica(replica_id)
-        for gone in set(self.assigned_replica_map) - set(state.replicas):
-            del self.assigned_replica_map[gone]
-        self.in_sync_replicas = frozenset()
-        self.leader_epoch = state.leader_epoch
-        self.zk_version = state.zk_version
+        self._take_state(state, isr=())
         changed = self.leader_replica_id != state.leader
         self.leader_replica_id = state.leader
         return changed
@@ -258,9 +255,9 @@ def _maybe_increment_leader_hw(self, leader: Replica, trigger: str) -> bool:
 
 
 # _PartitionCore gets the methods defined above
-for _method in (make_leader, make_follower, _maybe_increment_leader_hw):
+for _method in (_take_state, make_leader, make_follower, _maybe_increment_leader_hw):
     setattr(_PartitionCore, _method.__name__, _method)
-del (_method, make_leader, make_follower, _maybe_increment_leader_hw)
+del (_method, _take_state, make_leader, make_follower, _maybe_increment_leader_hw)
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb ffb65eeb

@@ -15,13 +15,15 @@ writes N records to a fresh topic of P partitions (default 1; the records spread
 with acks=all to the cluster's topic of replication factor 3 (every record acknowledged only once both followers fetched it), and with
 acks=1 to the single broker's topic. Each repeat measures both, taking turns going first; the first
 repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
-is the median of the per-repeat ratios. A third setup bounds what acks=all can reach here: acks=1
-to the same cluster topic, whose followers still fetch every record but make nobody wait (the
+is the median of the per-repeat ratios. A third setup bounds what acks=all can reach here: acks=1 to
+the same cluster topic, whose followers still fetch every record but make nobody wait (the
 replication work without its round trips), timed until every follower's log is as long as its
 leader's. acks=all can at best match it, so its ratio to the single broker is the ceiling this
-machine's cores leave for the target. Beside each rate: the CPU seconds the broker processes
-(three, or one) spent per megabyte produced, from /proc, which says how much of the gap is work
-(every byte is received, parsed and written three times) rather than waiting.
+machine's cores leave for the target. Every repeat deletes its topics once measured, so that no
+repeat pays for the page cache the earlier ones filled (`delete_topics` says why). Beside each rate:
+the CPU seconds the broker processes (three, or one) spent per megabyte produced, from /proc, which
+says how much of the gap is work (every byte is received, parsed and written three times) rather
+than waiting.
 
 Catch-up: one follower of a fresh RF=3 topic is paused (SIGSTOP: its fetchers, and everything else,
 stand still), the producer writes M megabytes with acks=1 to the leader (the leader's append rate),
@@ -31,7 +33,7 @@ lag time are raised so that the pause costs the follower neither its registratio
 
     python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--partitions 1]
                                       [--catch-up-mb 32]
-                                      [--cluster-config key=value ...]
+                                      [--cluster-config key=value ...] [--config key=value ...]
 
 Needs Java and Debian's zookeeper package (as the cluster tests do), and confluent-kafka.
 """
@@ -133,7 +135,25 @@ def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, siz
             cpu = cpu_seconds(brokers) - cpu
             if repeat:                   # the first repeat only warms caches and connections
                 results[name].append((records / elapsed, cpu / (records * size / 1e6)))
+        delete_topics(cluster.bootstrap, cluster.brokers, [topic, f"{topic}-acks1"], partitions)
+        delete_topics(single.bootstrap, [single], [topic], partitions)
     return results
+
+
+def delete_topics(bootstrap: str, brokers: list[BrokerProcess], topics: list[str], partitions: int) -> None:
+    """Delete a repeat's topics and wait until their logs are gone from every broker's disk.
+
+    Each repeat writes a few hundred megabytes (three times over on the cluster). Kept, they would
+    grow the page cache by gigabytes over a run, and on this virtual machine page cache that grows
+    into memory it never used before costs about twice the CPU per byte written, from the third
+    gigabyte or so on: later repeats, and the cluster more than the single broker, would pay for
+    the earlier ones. Deleted, the next repeat's logs reuse the pages the last one freed.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
+        future.result(60)
+    logs = [b.log_dir / f"{t}-{p}" for b in brokers for t in topics for p in range(partitions)]
+    ProcessCluster.wait_until(lambda: not any(log.exists() for log in logs), 60, what=f"{topics} deleted")
 
 
 def log_bytes(broker: BrokerProcess, topic: str, partition: int = 0) -> int:
@@ -175,8 +195,11 @@ def main() -> int:
     parser.add_argument("--catch-up-mb", type=int, default=32, help="0 skips the catch-up measurement")
     parser.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
                         help="override the three brokers' configuration (repeatable)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="override the configuration of every broker, the single one's too (repeatable)")
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.cluster_config)
+    both = dict(item.split("=", 1) for item in args.config)
+    overrides = {**both, **dict(item.split("=", 1) for item in args.cluster_config)}
     tuned = "".join(f", {k}={v}" for k, v in overrides.items())       # a tuned run is reported as such
     logging.basicConfig(level=logging.ERROR)
     if shutil.which("java") is None or not all(Path(j).exists() for j in ZOOKEEPER_JARS):
@@ -188,9 +211,10 @@ def main() -> int:
         cluster = single = None
         try:
             cluster = ProcessCluster(work / "cluster", zookeeper.connect, "bench", 3, {**CLUSTER, **overrides}).start()
-            if overrides:
-                print("cluster overrides:", ", ".join(f"{k}={v}" for k, v in overrides.items()))
-            single = BrokerProcess(work / "single", {"num.partitions": str(args.partitions)}).start()
+            for scope, settings in (("every broker", both), ("the cluster's brokers", overrides)):
+                if settings:
+                    print(f"overrides for {scope}:", ", ".join(f"{k}={v}" for k, v in settings.items()))
+            single = BrokerProcess(work / "single", {"num.partitions": str(args.partitions), **both}).start()
             print(f"{args.records:,} records per run, {args.partitions} partition(s), median of {args.repeats} "
                   "repeats after a discarded one")
             print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'CPU s/MB':>9}"

@@ -144,10 +144,11 @@ def delete_topics(bootstrap: str, brokers: list[BrokerProcess], topics: list[str
     """Delete a repeat's topics and wait until their logs are gone from every broker's disk.
 
     Each repeat writes a few hundred megabytes (three times over on the cluster). Kept, they would
-    grow the page cache by gigabytes over a run, and on this virtual machine page cache that grows
-    into memory it never used before costs about twice the CPU per byte written, from the third
-    gigabyte or so on: later repeats, and the cluster more than the single broker, would pay for
-    the earlier ones. Deleted, the next repeat's logs reuse the pages the last one freed.
+    grow the page cache by gigabytes over a run, and on this virtual machine, once a run's page
+    cache has grown by about 2 GB, every further byte written costs the writers about twice the
+    CPU, synced or not (most likely the host backing guest memory the first time it is touched):
+    later repeats, and the cluster more than the single broker, would pay for the earlier ones.
+    Deleted, the next repeat's logs reuse the pages the last one freed.
     """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics(topics, operation_timeout=30).values():

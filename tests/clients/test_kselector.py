@@ -1,6 +1,6 @@
 """KSelector (2.4.2) against plain loopback servers written here: connect, one send per channel,
-frames bigger than the socket buffers, staged receives released one per poll, mute, peer close,
-invalid frames, idle close on a mock clock, wakeup."""
+frames bigger than the socket buffers (and, Beyond 0.10, read in one poll with frame_wait_ms), staged
+receives released one per poll, mute, peer close, invalid frames, idle close on a mock clock, wakeup."""
 from __future__ import annotations
 
 import os
@@ -122,6 +122,33 @@ def test_large_frame_needs_several_polls(server):
     finally:
         selector.close()
 
+
+
+def polls_to_receive_a_large_reply(server, frame_wait_ms: int) -> int:
+    """Polls from the end of a 4 MiB send to its echo, over 8 KiB socket buffers."""
+    selector = KSelector(frame_wait_ms=frame_wait_ms)
+    try:
+        selector.connect("1", server.address, send_buffer_size=8192, receive_buffer_size=8192)
+        poll_until(selector, lambda seen: seen["connected"])
+        payload = os.urandom(4 << 20)
+        selector.send(NetworkSend("1", payload))
+        sent = poll_until(selector, lambda seen: seen["sends"], polls=20_000)
+        polls = {"n": 0}
+
+        def done(seen):
+            polls["n"] += 1
+            return seen["receives"]
+        received = sent["receives"] or poll_until(selector, done, polls=20_000)["receives"]
+        assert received == [("1", payload)]
+        return polls["n"]
+    finally:
+        selector.close()
+
+
+def test_frame_wait_reads_the_rest_of_a_begun_frame_in_one_poll(server):
+    """Beyond 0.10 (4.5.4): a selector whose owner only waits for this reply lets the kernel gather it."""
+    assert polls_to_receive_a_large_reply(server, frame_wait_ms=0) > 10
+    assert polls_to_receive_a_large_reply(server, frame_wait_ms=5_000) <= 3
 
 def test_frames_read_together_are_released_one_per_poll(selector):
     burst = FrameServer(reply=lambda conn, payload: conn.sendall(

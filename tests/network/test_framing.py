@@ -1,9 +1,11 @@
 """NetworkReceive, NetworkSend and KafkaChannel over real socket pairs."""
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import threading
+import time
 
 import pytest
 
@@ -127,3 +129,77 @@ def test_kafka_channel_interest_follows_mute_and_send(pair):
     channel.unmute()
     assert channel.interest() == selectors.EVENT_READ
     assert left.recv(10) == b"\x00\x00\x00\x01x"
+
+
+# --- Beyond 0.10: NetworkReceive.wait_for_rest (4.1), used by the follower's fetcher (4.5.4) ---
+
+def write_later(sock: socket.socket, pieces: list[bytes], pause_s: float = 0.02) -> threading.Thread:
+    def write():
+        for piece in pieces:
+            time.sleep(pause_s)
+            sock.sendall(piece)
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def test_wait_for_rest_gathers_a_frame_arriving_in_pieces(pair):
+    left, right = pair
+    payload = os.urandom(300_000)
+    frame = len(payload).to_bytes(4, "big") + payload
+    left.sendall(frame[:1000])
+    receive = NetworkReceive("x")
+    assert receive.read_from(right) == 1000
+    writer = write_later(left, [frame[1000:100_000], frame[100_000:]])
+    assert receive.wait_for_rest(right, 5.0) == len(frame) - 1000
+    writer.join()
+    assert receive.complete() and receive.payload == payload
+    assert right.getblocking() is False
+
+
+def test_wait_for_rest_is_bounded_by_its_timeout_and_keeps_what_came(pair):
+    left, right = pair
+    left.sendall((100).to_bytes(4, "big") + b"a" * 10)
+    receive = NetworkReceive("x")
+    receive.read_from(right)
+    writer = write_later(left, [b"b" * 20], pause_s=0.01)       # 20 more bytes, then silence
+    started = time.monotonic()
+    assert receive.wait_for_rest(right, 0.2) == 20
+    assert 0.15 <= time.monotonic() - started < 2.0
+    writer.join()
+    assert not receive.complete() and right.getblocking() is False
+    left.sendall(b"c" * 70)
+    assert read_all(receive, right) == b"a" * 10 + b"b" * 20 + b"c" * 70
+
+
+def test_wait_for_rest_before_the_size_arrived_does_not_block(pair):
+    left, right = pair
+    receive = NetworkReceive("x")
+    left.sendall(b"\x00\x00")                                   # half a size prefix
+    receive.read_from(right)
+    started = time.monotonic()
+    assert receive.wait_for_rest(right, 5.0) == 0
+    assert time.monotonic() - started < 1.0
+
+
+def test_peer_closing_during_wait_for_rest_is_a_truncated_frame(pair):
+    left, right = pair
+    left.sendall((100).to_bytes(4, "big") + b"a" * 10)
+    receive = NetworkReceive("x")
+    receive.read_from(right)
+    closer = threading.Timer(0.05, left.close)
+    closer.start()
+    with pytest.raises(TruncatedFrameError, match="after 14 of 104 bytes"):
+        receive.wait_for_rest(right, 5.0)
+    closer.join()
+
+
+def test_kafka_channel_waits_only_when_asked(pair):
+    left, right = pair
+    left.sendall((50).to_bytes(4, "big") + b"x" * 10)
+    writer = write_later(left, [b"y" * 40], pause_s=0.05)
+    channel = KafkaChannel("c", right)
+    assert channel.read() is None                              # no wait: the rest is not there yet
+    frame = channel.read(wait_s=5.0)
+    writer.join()
+    assert frame is not None and frame.payload == b"x" * 10 + b"y" * 40

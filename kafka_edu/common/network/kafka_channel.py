@@ -68,11 +68,14 @@ class KafkaChannel:
     def has_send(self) -> bool:
         return self._send is not None
 
-    def read(self) -> NetworkReceive | None:
-        """Read what has arrived; return the frame once complete."""
+    def read(self, wait_s: float = 0.0) -> NetworkReceive | None:
+        """Read what has arrived; return the frame once complete. `wait_s` > 0: a begun frame's rest
+        is waited for that long (`NetworkReceive.wait_for_rest`, plain sockets only)."""
         if self._receive is None:
             self._receive = NetworkReceive(self.id, self.max_receive_size)
         self._receive.read_from(self._io)
+        if wait_s and self.transport is None:
+            self._receive.wait_for_rest(self.socket, wait_s)
         if not self._receive.complete():
             return None
         done, self._receive = self._receive, None

@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0101_socket_server.ipynb 6608bd79
 import socket
+import struct
 
 UNLIMITED = -1
 
@@ -46,6 +47,24 @@ class NetworkReceive:
             read += got
         return read
 
+    def wait_for_rest(self, sock: socket.socket, timeout_s: float) -> int:
+        """Once the payload has begun, block up to `timeout_s` for the rest of it; return the bytes read.
+
+        The kernel gathers the bytes as they arrive (MSG_WAITALL) instead of one readiness event per
+        receive buffer's worth. Plain sockets only (a TLS transport decrypts in Python).
+        """
+        if self._payload is None or self._payload_read == len(self._payload):
+            return 0
+        seconds, fraction = divmod(timeout_s, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(seconds), int(fraction * 1e6)))
+        sock.setblocking(True)
+        try:
+            got = self._recv(sock, memoryview(self._payload)[self._payload_read:], socket.MSG_WAITALL)
+        finally:
+            sock.setblocking(False)
+        self._payload_read += got
+        return got
+
     def complete(self) -> bool:
         return self._payload is not None and self._payload_read == len(self._payload)
 
@@ -56,10 +75,10 @@ class NetworkReceive:
             raise ValueError("the frame is not complete yet")
         return self._payload
 
-    def _recv(self, sock: socket.socket, into: memoryview) -> int:
-        try:
-            got = sock.recv_into(into)
-        except BlockingIOError:
+    def _recv(self, sock: socket.socket, into: memoryview, flags: int = 0) -> int:
+        try:                                    # (a TLS transport's recv_into takes no flags)
+            got = sock.recv_into(into, 0, flags) if flags else sock.recv_into(into)
+        except BlockingIOError:                 # nothing yet (or SO_RCVTIMEO passed with nothing)
             return 0
         if got == 0:
             if self._size_read == 0:

@@ -55,8 +55,9 @@ class KSelector:
                  connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS, time: Time = SYSTEM_TIME,
                  metrics: Metrics | None = None, metric_group_prefix: str = "selector",
                  metric_tags: dict[str, str] | None = None, metrics_per_connection: bool = True,
-                 channel_builder=None):
+                 channel_builder=None, frame_wait_ms: int = 0):
         self._selector = selectors.DefaultSelector()
+        self._frame_wait_s = frame_wait_ms / 1000     # Beyond 0.10: for a caller that waits anyway (4.5.4)
         self._time = time
         self._max_receive_size = max_receive_size
         self._max_idle_ns = connections_max_idle_ms * 1_000_000
@@ -182,7 +183,7 @@ def _poll_channel(self, channel: KafkaChannel, events: int, now_ns: int) -> None
             self._update_interest(channel)
             return
         if events & selectors.EVENT_READ and not channel.muted and channel.id not in self._staged:
-            while (receive := channel.read()) is not None:
+            while (receive := channel.read(self._frame_wait_s)) is not None:
                 self._staged.setdefault(channel.id, deque()).append(receive)
         if events & selectors.EVENT_WRITE:
             send = channel.write()

@@ -23,6 +23,7 @@ from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, b
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+FRAME_WAIT_MS = 100      # longest wait inside one read for the rest of a response (Beyond 0.10)
 SESSION_ERRORS = (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH)
 
 
@@ -71,7 +72,8 @@ class _ReplicaFetcherCore:
         self.fetch_size = config["replica.fetch.max.bytes"]
         self.socket_timeout_ms = config["replica.socket.timeout.ms"]
         self.source_node = Node(source_broker.id, source_broker.host, source_broker.port)
-        selector = KSelector(time=time, channel_builder=inter_broker_channel_builder(config, self.client_id))
+        selector = KSelector(time=time, channel_builder=inter_broker_channel_builder(config, self.client_id),
+                             frame_wait_ms=FRAME_WAIT_MS)
         self.network_client = NetworkClient(
             selector, client_id=self.client_id, max_in_flight_requests_per_connection=1,
             reconnect_backoff_ms=0, receive_buffer_size=config["replica.socket.receive.buffer.bytes"],

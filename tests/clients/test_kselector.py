@@ -123,7 +123,6 @@ def test_large_frame_needs_several_polls(server):
         selector.close()
 
 
-
 def polls_to_receive_a_large_reply(server, frame_wait_ms: int) -> int:
     """Polls from the end of a 4 MiB send to its echo, over 8 KiB socket buffers."""
     selector = KSelector(frame_wait_ms=frame_wait_ms)
@@ -149,6 +148,7 @@ def test_frame_wait_reads_the_rest_of_a_begun_frame_in_one_poll(server):
     """Beyond 0.10 (4.5.4): a selector whose owner only waits for this reply lets the kernel gather it."""
     assert polls_to_receive_a_large_reply(server, frame_wait_ms=0) > 10
     assert polls_to_receive_a_large_reply(server, frame_wait_ms=5_000) <= 3
+
 
 def test_frames_read_together_are_released_one_per_poll(selector):
     burst = FrameServer(reply=lambda conn, payload: conn.sendall(

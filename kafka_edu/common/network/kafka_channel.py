@@ -105,21 +105,27 @@ class KafkaChannel:
             events |= selectors.EVENT_WRITE         # ciphertext the socket has not taken yet
         return events
 
-    def watch(self, selector: selectors.BaseSelector, events: int) -> None:
-        """Make `selector` wait for exactly `events` on this socket (0: not at all).
-
-        Both selector threads (the client's KSelector, the broker's Processor) call this after every
-        state change; only a real change costs a register/modify/unregister system call.
-        """
-        if events == self._watched:
-            return
-        if self._watched == 0:
-            selector.register(self.socket, events, self)
-        elif events == 0:
-            selector.unregister(self.socket)
-        else:
-            selector.modify(self.socket, events, self)
-        self._watched = events
-
     def close(self) -> None:
         self.socket.close()
+
+
+# %% book/ch4_server/0101_socket_server.ipynb d8678c81
+def watch(self: KafkaChannel, selector: selectors.BaseSelector, events: int) -> None:
+    """Make `selector` wait for exactly `events` on this socket (0: not at all).
+
+    Both selector threads (the client's KSelector, the broker's Processor) call this after every
+    state change; only a real change costs a register/modify/unregister system call.
+    """
+    if events == self._watched:
+        return
+    if self._watched == 0:
+        selector.register(self.socket, events, self)
+    elif events == 0:
+        selector.unregister(self.socket)
+    else:
+        selector.modify(self.socket, events, self)
+    self._watched = events
+
+
+KafkaChannel.watch = watch       # KafkaChannel gets the method defined above
+del watch

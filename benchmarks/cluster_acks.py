@@ -11,9 +11,13 @@ the lighter settings of the tests' process-cluster harness, so that the ratio co
 with no replication rather than one broker configuration with another.
 
 Throughput, for each value size: a confluent-kafka producer (linger.ms=50, batch.size=1000000)
-writes N records to a fresh topic of P partitions (default 1; the records spread over them):
-with acks=all to the cluster's topic of replication factor 3 (every record acknowledged only once both followers fetched it), and with
-acks=1 to the single broker's topic. Each repeat measures both, taking turns going first; the first
+writes N records to a fresh topic of P partitions, the records spread over them: with acks=all
+to the cluster's topic of replication factor 3 (every record acknowledged only once both followers
+fetched it), and with acks=1 to the single broker's topic of as many partitions. P defaults to 3,
+so that each of the three brokers leads one partition and follows two, as a cluster's load is
+spread; with one partition, one broker leads and two only follow (`--partitions 1`). Each
+connection carries one request at a time (a broker reads a connection's next request only after
+answering the last), so leaders on three brokers are three pipelines where one leader is one. Each repeat measures both, taking turns going first; the first
 repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
 is the median of the per-repeat ratios. A third setup bounds what acks=all can reach here: acks=1 to
 the same cluster topic, whose followers still fetch every record but make nobody wait (the
@@ -31,7 +35,7 @@ the follower is resumed (SIGCONT) and timed until its log holds as many bytes as
 follower's copy is byte for byte, so equal sizes mean equal logs). The ZooKeeper session and the ISR
 lag time are raised so that the pause costs the follower neither its registration nor its ISR seat.
 
-    python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--partitions 1]
+    python benchmarks/cluster_acks.py [--records 100000] [--sizes 100,1024] [--repeats 3] [--partitions 3]
                                       [--catch-up-mb 32]
                                       [--cluster-config key=value ...] [--config key=value ...]
 
@@ -192,7 +196,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--partitions", type=int, default=1, help="partitions of every throughput topic")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of every throughput topic")
     parser.add_argument("--catch-up-mb", type=int, default=32, help="0 skips the catch-up measurement")
     parser.add_argument("--cluster-config", action="append", default=[], metavar="KEY=VALUE",
                         help="override the three brokers' configuration (repeatable)")

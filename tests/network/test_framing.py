@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kafka_edu.common.network.kafka_channel import KafkaChannel
+from kafka_edu.common.network.kafka_channel import MISSED_WAITS_ALLOWED, KafkaChannel
 from kafka_edu.common.network.network_receive import (
     InvalidReceiveError, NetworkReceive, TruncatedFrameError)
 from kafka_edu.common.network.network_send import NetworkSend
@@ -203,3 +203,49 @@ def test_kafka_channel_waits_only_when_asked(pair):
     frame = channel.read(wait_s=5.0)
     writer.join()
     assert frame is not None and frame.payload == b"x" * 10 + b"y" * 40
+
+
+# --- Beyond 0.10: KafkaChannel.finish_send / finish_receive and the channel's patience (4.1) ---
+
+def test_kafka_channel_writes_a_frame_through_a_small_send_buffer_in_one_call(pair):
+    left, right = pair
+    right.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    channel = KafkaChannel("c", right)
+    payload = os.urandom(1_000_000)
+    channel.set_send(NetworkSend("c", payload))
+    got = []
+    reader = threading.Thread(target=lambda: got.append(left.recv(len(payload) + 4, socket.MSG_WAITALL)))
+    reader.start()
+    assert channel.write(wait_s=5.0) is not None and not channel.has_send()
+    reader.join()
+    assert got == [len(payload).to_bytes(4, "big") + payload]
+    assert channel.missed_waits == 0 and right.getblocking() is False
+
+
+def test_kafka_channel_stops_waiting_for_a_peer_that_let_three_waits_time_out(pair):
+    left, right = pair
+    channel = KafkaChannel("c", right)
+    left.sendall((100).to_bytes(4, "big") + b"a")
+    waited = []
+    for _ in range(5):                                    # the peer trickles a byte per turn
+        started = time.monotonic()
+        assert channel.read(wait_s=0.1) is None
+        waited.append(time.monotonic() - started >= 0.09)
+        left.sendall(b"b")
+    assert waited == [True, True, True, False, False] and channel.missed_waits == MISSED_WAITS_ALLOWED
+    left.sendall(b"c" * 94)
+    frame = channel.read(wait_s=0.1)
+    assert frame is not None and frame.payload == b"a" + b"b" * 5 + b"c" * 94
+
+
+def test_a_wait_that_finishes_its_frame_restores_the_channels_patience(pair):
+    left, right = pair
+    channel = KafkaChannel("c", right)
+    left.sendall((30).to_bytes(4, "big") + b"a" * 10)
+    for _ in range(2):
+        assert channel.read(wait_s=0.05) is None
+    assert channel.missed_waits == 2
+    writer = write_later(left, [b"b" * 20], pause_s=0.02)
+    frame = channel.read(wait_s=5.0)
+    writer.join()
+    assert frame is not None and frame.payload == b"a" * 10 + b"b" * 20 and channel.missed_waits == 0

@@ -1,13 +1,17 @@
 """SocketServer end to end: acceptance tests 1-5 of the chapter notes (§6), plus response actions."""
 from __future__ import annotations
 
+import os
 import socket
+import struct
 import threading
+import time
 
 import pytest
 from network_harness import Broker, EchoApi
 from external import wait_for
 
+from kafka_edu.common.network.kafka_channel import MISSED_WAITS_ALLOWED, KafkaChannel
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import BindError
 from kafka_edu.common.network.channel_builders import SecurityConfigError
@@ -197,6 +201,43 @@ def test_a_response_for_a_vanished_connection_is_dropped():
 
 
 # --- start-up errors --------------------------------------------------------------------------
+
+
+# --- Beyond 0.10: a begun frame is finished in one turn of the Processor ----------------------
+
+def test_a_4_mb_request_and_its_4_mb_answer_each_take_one_turn(monkeypatch):
+    turns = {"read": 0, "write": 0}
+    for name in turns:
+        original = getattr(KafkaChannel, name)
+
+        def counted(self, wait_s=0.0, _original=original, _name=name):
+            done = _original(self, wait_s)
+            turns[_name] += done is None and (_name == "read" or self.has_send())
+            return done
+        monkeypatch.setattr(KafkaChannel, name, counted)
+    body = os.urandom(4 << 20)
+    with Broker(**{"num.network.threads": 1}) as broker:      # Kafka's 100 KiB socket buffers
+        with broker.connect() as client:
+            assert client.request(9, body) == (9, body)
+    assert turns["read"] <= 3 and turns["write"] <= 3, turns   # some 30 without the waits
+
+
+def test_a_client_stalling_mid_frame_costs_three_bounded_waits_then_none():
+    frame = struct.pack(">ihhi", 8 + 100, 18, 0, 5) + b"s" * 100
+    with Broker(**{"num.network.threads": 1}) as broker:
+        processor = broker.server.processors[0]
+        with broker.connect() as staller, broker.connect() as other:
+            staller.sock.sendall(frame[:20])
+            for i, byte in enumerate(frame[20:26]):            # a byte per turn, never the whole rest
+                time.sleep(0.03)
+                staller.sock.sendall(bytes([byte]))
+                assert other.request(i, b"still served") == (i, b"still served")
+            wait_for(lambda: sorted(processor.missed_waits().values()) == [0, MISSED_WAITS_ALLOWED],
+                     what="three missed waits on the stalling connection")
+            staller.sock.sendall(frame[26:])
+            assert staller.receive() == (5, b"s" * 100)             # nothing lost on the way
+            assert broker.threads_alive()
+
 
 def test_a_port_in_use_fails_startup_with_bind_error(port):
     with socket.socket() as squatter:

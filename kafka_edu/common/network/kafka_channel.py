@@ -4,7 +4,7 @@
 import selectors
 import socket
 
-from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive
+from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive, blocking_for
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.security.auth import ANONYMOUS
 
@@ -22,6 +22,7 @@ class KafkaChannel:
         self.last_active_ms = 0
         self._receive: NetworkReceive | None = None
         self._send: Send | None = None
+        self.missed_waits = 0      # Beyond 0.10: waits for a frame's rest that timed out in a row
         self._watched = 0          # the events last registered with the selector thread's selector
         self.authenticator = authenticator   # None: nothing to prove (PLAINTEXT)
         self.transport = transport           # None: the socket itself; TLS: an SslTransportLayer (4.8.4)
@@ -69,25 +70,28 @@ class KafkaChannel:
         return self._send is not None
 
     def read(self, wait_s: float = 0.0) -> NetworkReceive | None:
-        """Read what has arrived; return the frame once complete. `wait_s` > 0: a begun frame's rest
-        is waited for that long (`NetworkReceive.wait_for_rest`, plain sockets only)."""
+        """Read what has arrived; return the frame once complete. `wait_s` > 0: the rest of a begun
+        frame may be waited for that long (`finish_receive`, below)."""
         if self._receive is None:
             self._receive = NetworkReceive(self.id, self.max_receive_size)
         self._receive.read_from(self._io)
-        if wait_s and self.transport is None:
-            self._receive.wait_for_rest(self.socket, wait_s)
+        if wait_s and self._receive.in_payload():
+            self.finish_receive(wait_s)
         if not self._receive.complete():
             return None
         done, self._receive = self._receive, None
         return done
 
-    def write(self) -> Send | None:
-        """Write what the socket accepts; return the send once completely written."""
+    def write(self, wait_s: float = 0.0) -> Send | None:
+        """Write what the socket accepts; return the send once completely written. `wait_s` > 0: the
+        socket may be waited for that long to take the rest (`finish_send`, below)."""
         if self.transport is not None and not self.transport.flush():
             return None
         if self._send is None:
             return None
         self._send.write_to(self._io)
+        if wait_s and not self._send.completed():
+            self.finish_send(wait_s)
         if not self._send.completed():
             return None
         done, self._send = self._send, None
@@ -129,3 +133,34 @@ def watch(self: KafkaChannel, selector: selectors.BaseSelector, events: int) -> 
 
 KafkaChannel.watch = watch       # KafkaChannel gets the method defined above
 del watch
+
+
+# %% book/ch4_server/0101_socket_server.ipynb ccfdba82
+MISSED_WAITS_ALLOWED = 3
+
+
+def finish_receive(self: KafkaChannel, wait_s: float) -> None:
+    """Beyond 0.10: block up to `wait_s` for the rest of the frame being read, if this peer has earned it."""
+    if self._may_wait():
+        self._receive.wait_for_rest(self.socket, wait_s)
+        self._count_wait(self._receive.complete())
+
+
+def finish_send(self: KafkaChannel, wait_s: float) -> None:
+    """Beyond 0.10: block up to `wait_s` while the socket takes the rest of the send, likewise."""
+    if self._may_wait():
+        with blocking_for(self.socket, socket.SO_SNDTIMEO, wait_s):
+            self._send.write_to(self.socket)
+        self._count_wait(self._send.completed())
+
+
+def _may_wait(self: KafkaChannel) -> bool:
+    return self.transport is None and self.missed_waits < MISSED_WAITS_ALLOWED
+
+
+def _count_wait(self: KafkaChannel, finished: bool) -> None:
+    self.missed_waits = 0 if finished else self.missed_waits + 1
+
+
+for _method in (finish_receive, finish_send, _may_wait, _count_wait):
+    setattr(KafkaChannel, _method.__name__, _method)

@@ -23,6 +23,7 @@ from kafka_edu.server.network.request_channel import (
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_MS = 300  # hard-coded in Kafka
+FRAME_WAIT_S = 0.01    # Beyond 0.10: how long a begun frame may hold the loop (KafkaChannel.finish_*)
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # connection.failed.authentication.delay.ms (Kafka 2.1)
 
 
@@ -116,11 +117,11 @@ class _Polling:
                     self._pipelining.add(channel.id)
                     self._update_interest(channel)      # muted lazily: stop watching now that it matters
                 else:
-                    receive = channel.read()
+                    receive = channel.read(FRAME_WAIT_S)
                     if receive is not None:
                         self._completed_receives.append(receive)
             if events & selectors.EVENT_WRITE:
-                send = channel.write()
+                send = channel.write(FRAME_WAIT_S)
                 if send is not None:
                     self._completed_sends.append(send)
             channel.last_active_ms = now
@@ -275,6 +276,10 @@ class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
 
     def inflight_count(self) -> int:
         return len(self._inflight_responses)
+
+    def missed_waits(self) -> dict[str, int]:
+        """Each open connection's timed-out waits in a row (Beyond 0.10; a snapshot for tests)."""
+        return {id: channel.missed_waits for id, channel in list(self._channels.items())}
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self) -> None:

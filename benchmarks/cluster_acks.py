@@ -17,9 +17,10 @@ fetched it), and with acks=1 to the single broker's topic of as many partitions.
 so that each of the three brokers leads one partition and follows two, as a cluster's load is
 spread; with one partition, one broker leads and two only follow (`--partitions 1`). Each
 connection carries one request at a time (a broker reads a connection's next request only after
-answering the last), so leaders on three brokers are three pipelines where one leader is one. Each repeat measures both, taking turns going first; the first
-repeat (connections, page cache) is discarded, rates are medians of the kept repeats, and the ratio
-is the median of the per-repeat ratios. A third setup bounds what acks=all can reach here: acks=1 to
+answering the last), so leaders on three brokers are three pipelines where one leader is one. Each
+repeat measures both, taking turns going first; the first repeat (connections, page cache) is
+discarded, rates are medians of the kept repeats, and the ratio is the median of the per-repeat
+ratios. A third setup bounds what acks=all can reach here: acks=1 to
 the same cluster topic, whose followers still fetch every record but make nobody wait (the
 replication work without its round trips), timed until every follower's log is as long as its
 leader's. acks=all can at best match it, so its ratio to the single broker is the ceiling this

@@ -200,9 +200,6 @@ def test_a_response_for_a_vanished_connection_is_dropped():
         stayer.close()
 
 
-# --- start-up errors --------------------------------------------------------------------------
-
-
 # --- Beyond 0.10: a begun frame is finished in one turn of the Processor ----------------------
 
 def test_a_4_mb_request_and_its_4_mb_answer_each_take_one_turn(monkeypatch):
@@ -238,6 +235,8 @@ def test_a_client_stalling_mid_frame_costs_three_bounded_waits_then_none():
             assert staller.receive() == (5, b"s" * 100)             # nothing lost on the way
             assert broker.threads_alive()
 
+
+# --- start-up errors --------------------------------------------------------------------------
 
 def test_a_port_in_use_fails_startup_with_bind_error(port):
     with socket.socket() as squatter:

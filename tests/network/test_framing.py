@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kafka_edu.common.network.kafka_channel import MISSED_WAITS_ALLOWED, KafkaChannel
+from kafka_edu.common.network.kafka_channel import CREDIT_PER_FINISHED_WAIT, WAIT_CREDITS, KafkaChannel
 from kafka_edu.common.network.network_receive import (
     InvalidReceiveError, NetworkReceive, TruncatedFrameError)
 from kafka_edu.common.network.network_send import NetworkSend
@@ -205,7 +205,7 @@ def test_kafka_channel_waits_only_when_asked(pair):
     assert frame is not None and frame.payload == b"x" * 10 + b"y" * 40
 
 
-# --- Beyond 0.10: KafkaChannel.finish_send / finish_receive and the channel's patience (4.1) ---
+# --- Beyond 0.10: KafkaChannel.finish_send / finish_receive and the channel's wait credits (4.1) ---
 
 def test_kafka_channel_writes_a_frame_through_a_small_send_buffer_in_one_call(pair):
     left, right = pair
@@ -219,10 +219,10 @@ def test_kafka_channel_writes_a_frame_through_a_small_send_buffer_in_one_call(pa
     assert channel.write(wait_s=5.0) is not None and not channel.has_send()
     reader.join()
     assert got == [len(payload).to_bytes(4, "big") + payload]
-    assert channel.missed_waits == 0 and right.getblocking() is False
+    assert channel.wait_credits == WAIT_CREDITS and right.getblocking() is False
 
 
-def test_kafka_channel_stops_waiting_for_a_peer_that_let_three_waits_time_out(pair):
+def test_kafka_channel_stops_waiting_for_a_peer_whose_waits_time_out(pair):
     left, right = pair
     channel = KafkaChannel("c", right)
     left.sendall((100).to_bytes(4, "big") + b"a")
@@ -232,20 +232,43 @@ def test_kafka_channel_stops_waiting_for_a_peer_that_let_three_waits_time_out(pa
         assert channel.read(wait_s=0.1) is None
         waited.append(time.monotonic() - started >= 0.09)
         left.sendall(b"b")
-    assert waited == [True, True, True, False, False] and channel.missed_waits == MISSED_WAITS_ALLOWED
+    assert waited == [True, True, True, False, False] and channel.wait_credits == 0
     left.sendall(b"c" * 94)
     frame = channel.read(wait_s=0.1)
     assert frame is not None and frame.payload == b"a" + b"b" * 5 + b"c" * 94
 
 
-def test_a_wait_that_finishes_its_frame_restores_the_channels_patience(pair):
+def test_finished_waits_earn_credit_back_an_eighth_at_a_time(pair):
     left, right = pair
     channel = KafkaChannel("c", right)
     left.sendall((30).to_bytes(4, "big") + b"a" * 10)
     for _ in range(2):
         assert channel.read(wait_s=0.05) is None
-    assert channel.missed_waits == 2
+    assert channel.wait_credits == WAIT_CREDITS - 2
     writer = write_later(left, [b"b" * 20], pause_s=0.02)
     frame = channel.read(wait_s=5.0)
     writer.join()
-    assert frame is not None and frame.payload == b"a" * 10 + b"b" * 20 and channel.missed_waits == 0
+    assert frame is not None and frame.payload == b"a" * 10 + b"b" * 20
+    assert channel.wait_credits == WAIT_CREDITS - 2 + CREDIT_PER_FINISHED_WAIT
+
+
+def test_a_peer_late_every_other_frame_runs_out_of_waits(pair):
+    """Like a consumer that reads only while its application polls: prompt sometimes, late often."""
+    left, right = pair
+    channel = KafkaChannel("c", right)
+    waited = []
+    for late in (True, False, True, False, True, True):
+        left.sendall((30).to_bytes(4, "big") + b"a" * 10)
+        writer = None if late else write_later(left, [b"b" * 20], pause_s=0.02)
+        started = time.monotonic()
+        frame = channel.read(wait_s=0.1 if late else 5.0)
+        waited.append(time.monotonic() - started >= 0.09 if late else frame is not None)
+        if late:
+            assert frame is None
+            left.sendall(b"b" * 20)
+            frame = channel.read()
+        else:
+            writer.join()
+        assert frame is not None and frame.payload == b"a" * 10 + b"b" * 20
+    assert waited == [True, True, True, True, True, False]
+    assert channel.wait_credits == WAIT_CREDITS - 3 + 2 * CREDIT_PER_FINISHED_WAIT

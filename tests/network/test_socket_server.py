@@ -11,7 +11,7 @@ import pytest
 from network_harness import Broker, EchoApi
 from external import wait_for
 
-from kafka_edu.common.network.kafka_channel import MISSED_WAITS_ALLOWED, KafkaChannel
+from kafka_edu.common.network.kafka_channel import WAIT_CREDITS, KafkaChannel
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.acceptor import BindError
 from kafka_edu.common.network.channel_builders import SecurityConfigError
@@ -229,8 +229,8 @@ def test_a_client_stalling_mid_frame_costs_three_bounded_waits_then_none():
                 time.sleep(0.03)
                 staller.sock.sendall(bytes([byte]))
                 assert other.request(i, b"still served") == (i, b"still served")
-            wait_for(lambda: sorted(processor.missed_waits().values()) == [0, MISSED_WAITS_ALLOWED],
-                     what="three missed waits on the stalling connection")
+            wait_for(lambda: sorted(processor.wait_credits().values()) == [0, WAIT_CREDITS],
+                     what="the stalling connection's wait credits spent")
             staller.sock.sendall(frame[26:])
             assert staller.receive() == (5, b"s" * 100)             # nothing lost on the way
             assert broker.threads_alive()

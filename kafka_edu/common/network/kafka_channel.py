@@ -8,6 +8,9 @@ from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive, 
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.security.auth import ANONYMOUS
 
+WAIT_CREDITS = 3.0             # Beyond 0.10: see finish_receive and finish_send below
+CREDIT_PER_FINISHED_WAIT = 1 / 8
+
 
 class KafkaChannel:
     """A connection's socket plus its partial receive, pending send, mute state and authenticator (4.8)."""
@@ -22,7 +25,7 @@ class KafkaChannel:
         self.last_active_ms = 0
         self._receive: NetworkReceive | None = None
         self._send: Send | None = None
-        self.missed_waits = 0      # Beyond 0.10: waits for a frame's rest that timed out in a row
+        self.wait_credits = WAIT_CREDITS   # Beyond 0.10: bounded waits this peer may still cost
         self._watched = 0          # the events last registered with the selector thread's selector
         self.authenticator = authenticator   # None: nothing to prove (PLAINTEXT)
         self.transport = transport           # None: the socket itself; TLS: an SslTransportLayer (4.8.4)
@@ -136,9 +139,6 @@ del watch
 
 
 # %% book/ch4_server/0101_socket_server.ipynb ccfdba82
-MISSED_WAITS_ALLOWED = 3
-
-
 def finish_receive(self: KafkaChannel, wait_s: float) -> None:
     """Beyond 0.10: block up to `wait_s` for the rest of the frame being read, if this peer has earned it."""
     if self._may_wait():
@@ -155,11 +155,14 @@ def finish_send(self: KafkaChannel, wait_s: float) -> None:
 
 
 def _may_wait(self: KafkaChannel) -> bool:
-    return self.transport is None and self.missed_waits < MISSED_WAITS_ALLOWED
+    return self.transport is None and self.wait_credits >= 1
 
 
 def _count_wait(self: KafkaChannel, finished: bool) -> None:
-    self.missed_waits = 0 if finished else self.missed_waits + 1
+    if finished:
+        self.wait_credits = min(WAIT_CREDITS, self.wait_credits + CREDIT_PER_FINISHED_WAIT)
+    else:
+        self.wait_credits -= 1
 
 
 for _method in (finish_receive, finish_send, _may_wait, _count_wait):

@@ -277,9 +277,9 @@ class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
     def inflight_count(self) -> int:
         return len(self._inflight_responses)
 
-    def missed_waits(self) -> dict[str, int]:
-        """Each open connection's timed-out waits in a row (Beyond 0.10; a snapshot for tests)."""
-        return {id: channel.missed_waits for id, channel in list(self._channels.items())}
+    def wait_credits(self) -> dict[str, float]:
+        """Each open connection's credit of bounded waits (Beyond 0.10; a snapshot for tests)."""
+        return {id: channel.wait_credits for id, channel in list(self._channels.items())}
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self) -> None:

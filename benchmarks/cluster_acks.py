@@ -20,15 +20,14 @@ connection carries one request at a time (a broker reads a connection's next req
 answering the last), so leaders on three brokers are three pipelines where one leader is one. Each
 repeat measures both, taking turns going first; the first repeat (connections, page cache) is
 discarded, rates are medians of the kept repeats, and the ratio is the median of the per-repeat
-ratios. A third setup bounds what acks=all can reach here: acks=1 to
-the same cluster topic, whose followers still fetch every record but make nobody wait (the
-replication work without its round trips), timed until every follower's log is as long as its
-leader's. acks=all can at best match it, so its ratio to the single broker is the ceiling this
-machine's cores leave for the target. Every repeat deletes its topics once measured, so that no
-repeat pays for the page cache the earlier ones filled (`delete_topics` says why). Beside each rate:
-the CPU seconds the broker processes (three, or one) spent per megabyte produced, from /proc, which
-says how much of the gap is work (every byte is received, parsed and written three times) rather
-than waiting.
+ratios. A third setup bounds what acks=all can reach here: acks=1 to the same cluster topic, whose
+followers still fetch every record but make nobody wait (the replication work without its round
+trips), timed until every follower's log is as long as its leader's. acks=all can at best match
+it, so its ratio to the single broker is the ceiling this machine's cores leave for the target.
+Every repeat deletes its topics once measured, so that no repeat pays for the page cache the
+earlier ones filled (`delete_topics` says why). Beside each rate: the CPU seconds the broker
+processes (three, or one) spent per megabyte produced, from /proc, which says how much of the gap
+is work (every byte is received, parsed and written three times) rather than waiting.
 
 Catch-up: one follower of a fresh RF=3 topic is paused (SIGSTOP: its fetchers, and everything else,
 stand still), the producer writes M megabytes with acks=1 to the leader (the leader's append rate),

@@ -23,7 +23,7 @@ from kafka_edu.server.network.request_channel import (
 log = logging.getLogger(__name__)
 
 POLL_TIMEOUT_MS = 300  # hard-coded in Kafka
-FRAME_WAIT_S = 0.01    # Beyond 0.10: how long a begun frame may hold the loop (KafkaChannel.finish_*)
+FRAME_WAIT_MS = 10     # Beyond 0.10: how long a begun frame may hold the loop (KafkaChannel.finish_*)
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100   # connection.failed.authentication.delay.ms (Kafka 2.1)
 
 
@@ -117,11 +117,11 @@ class _Polling:
                     self._pipelining.add(channel.id)
                     self._update_interest(channel)      # muted lazily: stop watching now that it matters
                 else:
-                    receive = channel.read(FRAME_WAIT_S)
+                    receive = channel.read(self._frame_wait_s)
                     if receive is not None:
                         self._completed_receives.append(receive)
             if events & selectors.EVENT_WRITE:
-                send = channel.write(FRAME_WAIT_S)
+                send = channel.write(self._frame_wait_s)
                 if send is not None:
                     self._completed_sends.append(send)
             channel.last_active_ms = now
@@ -240,6 +240,7 @@ class Processor(_NewWork, _Polling, _Completions, AbstractServerThread):
         self._request_channel = request_channel
         self._connections_max_idle_ms = connections_max_idle_ms
         self._next_idle_check_ms = 0
+        self._frame_wait_s = FRAME_WAIT_MS / 1000
         self._channel_builder = channel_builder or PlaintextChannelBuilder()   # 4.8: one per listener
         self._failed_authentication_delay_ms = failed_authentication_delay_ms
         self._failed_authentications: dict[str, int] = {}   # connection -> when to close it

@@ -29,7 +29,7 @@ trips), timed until every follower's log is as long as its leader's. acks=all ca
 it, so its ratio to the single broker is the ceiling this machine's cores leave for the target.
 Every repeat deletes its topics once measured, so that no repeat pays for the page cache the
 earlier ones filled (`delete_topics` says why). Beside each rate: the CPU seconds the broker
-processes (three, or one) spent per megabyte produced, from /proc, which says how much of the gap
+processes (three, or one) spent per 100 MB produced, from /proc, which says how much of the gap
 is work (every byte is received, parsed and written three times) rather than waiting.
 
 Catch-up: one follower of a fresh RF=3 topic is paused (SIGSTOP: its fetchers, and everything else,
@@ -118,7 +118,7 @@ def cpu_seconds(brokers: list[BrokerProcess]) -> float:
 
 def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, size: int, repeats: int,
                partitions: int) -> dict[str, list[tuple[float, float]]]:
-    """(records/s, broker CPU seconds per MB) of every kept repeat: 'all' (cluster, RF=3, acks=all),
+    """(records/s, broker CPU seconds per 100 MB) of every kept repeat: 'all' (cluster, RF=3, acks=all),
     'one' (single broker, acks=1) and 'ceiling' (cluster, RF=3, acks=1: replication nobody waits for)."""
     results: dict[str, list[tuple[float, float]]] = {"all": [], "one": [], "ceiling": []}
     setups = {"all": (cluster.bootstrap, "all", cluster.brokers), "one": (single.bootstrap, "1", [single]),
@@ -141,7 +141,7 @@ def throughput(cluster: ProcessCluster, single: BrokerProcess, records: int, siz
                 elapsed += time.perf_counter() - started
             cpu = cpu_seconds(brokers) - cpu
             if repeat:                   # the first repeat only warms caches and connections
-                results[name].append((records / elapsed, cpu / (records * size / 1e6)))
+                results[name].append((records / elapsed, cpu / (records * size / 1e8)))
         delete_topics(cluster.bootstrap, cluster.brokers, [topic, f"{topic}-acks1"], partitions)
         delete_topics(single.bootstrap, [single], [topic], partitions)
     return results
@@ -225,8 +225,8 @@ def main() -> int:
             single = BrokerProcess(work / "single", {"num.partitions": str(args.partitions), **both}).start()
             print(f"{args.records:,} records per run, {args.partitions} partition(s), median of {args.repeats} "
                   "repeats after a discarded one")
-            print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'CPU s/MB':>9}"
-                  f"{'acks=1 single rec/s':>22}{'MB/s':>7}{'CPU s/MB':>9}{'ratio':>8}")
+            print(f"{'size':>6}{'acks=all RF=3 rec/s':>22}{'MB/s':>7}{'CPU s/100MB':>12}"
+                  f"{'acks=1 single rec/s':>22}{'MB/s':>7}{'CPU s/100MB':>12}{'ratio':>8}")
             for size in (int(s) for s in args.sizes.split(",")):
                 results = throughput(cluster, single, args.records, size, args.repeats, args.partitions)
                 rate = {name: statistics.median(r for r, _ in runs) for name, runs in results.items()}
@@ -234,11 +234,11 @@ def main() -> int:
                 ratio, ceiling = (statistics.median(a[0] / o[0] for a, o in zip(results[name], results["one"],
                                                                                    strict=True))
                                   for name in ("all", "ceiling"))
-                print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}{cpu['all']:>9.3f}"
-                      f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{cpu['one']:>9.3f}{ratio:>8.2f}",
+                print(f"{size:>5}B{rate['all']:>22,.0f}{rate['all'] * size / 1e6:>7.1f}{cpu['all']:>12.2f}"
+                      f"{rate['one']:>22,.0f}{rate['one'] * size / 1e6:>7.1f}{cpu['one']:>12.2f}{ratio:>8.2f}",
                       flush=True)
                 print(f"{'':>6}ceiling: acks=1 to the cluster {rate['ceiling']:,.0f} rec/s, "
-                      f"{cpu['ceiling']:.3f} CPU s/MB, {ceiling:.2f} of the single broker", flush=True)
+                      f"{cpu['ceiling']:.2f} CPU s/100MB, {ceiling:.2f} of the single broker", flush=True)
                 report("cluster_acks", f"acks=all RF=3 / acks=1 single, {size} B{tuned}", ratio, TARGET_RATIO,
                        ours_rate=rate["all"], peer_rate=rate["one"])
                 report("cluster_acks", f"ceiling: acks=1 RF=3 / acks=1 single, {size} B{tuned}", ceiling, None,

@@ -6,6 +6,7 @@ import os
 from _broker_client import records, values_of
 from _cluster import wait_until
 
+from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.server.log.offset_checkpoint import OffsetCheckpoint
 from kafka_edu.server.replica.replica_fetcher_manager import fetcher_id_for
 from kafka_edu.server.zk.zk_utils import LeaderAndIsr
@@ -160,3 +161,24 @@ def test_high_watermark_checkpoint_and_restart(make_cluster):
 def _sorted_lines(text: str) -> list[str]:
     lines = text.splitlines()
     return lines[:2] + sorted(lines[2:])
+
+
+def test_stop_replica_deletes_a_log_that_no_leader_and_isr_reached(make_cluster):
+    """StopReplica with delete_partitions removes a log the broker loaded from disk at start-up even
+    when no LeaderAndIsr has made a partition of it since (no `Partition` object exists)."""
+    cluster = make_cluster(1)
+    cluster.create_partition("gone", 0, [0])
+    with cluster.client(0) as client:
+        assert client.produce("gone", 0, records(b"a", b"b")).error_code == 0
+    cluster.stop(0)
+    server = cluster.start(0)
+    assert server.replica_manager.get_partition(("gone", 0)) is None
+    log_dir = os.path.join(server.config.log_dirs[0], "gone-0")
+    assert os.path.isdir(log_dir) and server.log_manager.get_log("gone", 0) is not None
+    with cluster.client(0) as client:
+        answer = client.call(ApiKeys.STOP_REPLICA, 0, {
+            "controller_id": 0, "controller_epoch": server.replica_manager.controller_epoch,
+            "delete_partitions": True, "ungrouped_partitions": [{"topic_name": "gone", "partition_index": 0}]})
+    assert answer.error_code == 0
+    assert server.log_manager.get_log("gone", 0) is None
+    wait_until(lambda: not os.path.exists(log_dir), what="the log directory deleted")

@@ -314,10 +314,10 @@ class _LeaderAndIsrHandling:
                         partition = self.all_partitions.pop(tp, None)
                     if partition is not None:
                         partition.delete()
+                    else:                   # a log loaded at start-up that no LeaderAndIsr has reached
+                        self.log_manager.delete_log(*tp)
                     if not any(t == tp[0] for t, _ in list(self.all_partitions)):
                         self.broker_topic_stats.remove_topic(tp[0])
-                    else:
-                        self.log_manager.delete_log(*tp)
                 self.try_complete_delayed_requests(tp)
                 responses[tp] = Errors.NONE
             return Errors.NONE, responses

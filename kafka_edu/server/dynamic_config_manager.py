@@ -6,20 +6,22 @@ import threading
 
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.log.log_manager import LogManager
+from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
 from kafka_edu.server.topic_config import topic_log_config
 from kafka_edu.server.zk.zk_client import NoNodeError
-from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, ENTITY_CONFIG_CHANGE_PREFIX, ENTITY_CONFIG_CHANGES_PATH,
-                                          ZkUtils, decode_json)
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC, ENTITY_CONFIG_CHANGE_PREFIX,
+                                          ENTITY_CONFIG_CHANGES_PATH, ZkUtils, decode_json)
 
 log = logging.getLogger(__name__)
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class TopicConfigHandler:
-    """Applies a topic's overrides to its live logs and to the logs created later."""
+    """Applies a topic's overrides to its live logs and to the logs created later (and, Beyond 0.10,
+    its throttled replicas to the broker's replication quotas)."""
 
-    def __init__(self, log_manager: LogManager):
-        self.log_manager = log_manager
+    def __init__(self, log_manager: LogManager, quotas: ReplicationQuotas | None = None, broker_id: int = -1):
+        self.log_manager, self.quotas, self.broker_id = log_manager, quotas, broker_id
 
     def process_config_changes(self, topic: str, overrides: dict[str, str]) -> None:
         config = topic_log_config(self.log_manager.default_config, overrides, topic)
@@ -27,6 +29,8 @@ class TopicConfigHandler:
         for topic_log in self.log_manager.all_logs():
             if topic_log.topic_partition[0] == topic:
                 topic_log.config = config
+        if self.quotas is not None:
+            self.quotas.apply_topic_config(topic, config, self.broker_id)
         log.info("applied the config overrides of topic %s: %s", topic, overrides)
 
 
@@ -89,6 +93,26 @@ class DynamicConfigManager:
             pass
 
 
+# %% book/ch5_tools/1200_configs.ipynb 7c88e984
+class BrokerConfigHandler:
+    """Beyond 0.10: this broker's replication throttle rates, from its `/config/brokers/<id>` entry."""
+
+    def __init__(self, broker_id: int, quotas: ReplicationQuotas):
+        self.broker_id, self.quotas = broker_id, quotas
+
+    def process_config_changes(self, broker: str, overrides: dict[str, str]) -> None:
+        if broker == str(self.broker_id):
+            self.quotas.apply_broker_config(overrides)
+            log.info("applied the dynamic config of broker %s: %s", broker, overrides)
+
+
 def topic_config_manager(zk_utils: ZkUtils, log_manager: LogManager, time: Time = SYSTEM_TIME) -> DynamicConfigManager:
-    """A broker's manager: topic overrides applied to its LogManager."""
+    """Topic overrides applied to a LogManager, and nothing else."""
     return DynamicConfigManager(zk_utils, {CONFIG_TYPE_TOPIC: TopicConfigHandler(log_manager)}, time)
+
+
+def broker_config_manager(zk_utils: ZkUtils, log_manager: LogManager, broker_id: int, quotas: ReplicationQuotas,
+                          time: Time = SYSTEM_TIME) -> DynamicConfigManager:
+    """A broker's manager: its topics' overrides and replication throttles, and its own rates."""
+    return DynamicConfigManager(zk_utils, {CONFIG_TYPE_TOPIC: TopicConfigHandler(log_manager, quotas, broker_id),
+                                           CONFIG_TYPE_BROKER: BrokerConfigHandler(broker_id, quotas)}, time)

@@ -31,7 +31,7 @@ from kafka_edu.server.broker_states import BrokerState, BrokerStates
 from kafka_edu.server.controller.kafka_controller import KafkaController
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
 from kafka_edu.server.coordinator.replica_offsets_store import ReplicaOffsetsStore
-from kafka_edu.server.dynamic_config_manager import topic_config_manager
+from kafka_edu.server.dynamic_config_manager import broker_config_manager
 from kafka_edu.server.inter_broker_security import inter_broker_channel_builder, inter_broker_client_config
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.log_cleaner import CleanerConfig
@@ -40,6 +40,7 @@ from kafka_edu.server.network.socket_server import SocketServer
 from kafka_edu.server.producer_id_manager import ProducerIdManager
 from kafka_edu.server.replica.metadata_cache import MetadataCache
 from kafka_edu.server.replica.replica_manager import ReplicaManager
+from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
 from kafka_edu.server.security.credential_provider import ZkScramCredentials
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
 from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
@@ -243,7 +244,9 @@ def _startup(self) -> None:
     self._start_metrics()
     self.log_manager = self._create_log_manager()
     self.log_manager.startup()
-    self.dynamic_config_manager = topic_config_manager(self.zk_utils, self.log_manager, self.time)
+    self.replication_quotas = ReplicationQuotas.create(self.metrics)        # Beyond 0.10 (KIP-73, 4.5.8)
+    self.dynamic_config_manager = broker_config_manager(self.zk_utils, self.log_manager, self.broker_id,
+                                                        self.replication_quotas, self.time)
     self.dynamic_config_manager.startup()
     self.metadata_cache = MetadataCache(self.broker_id)
     inter_broker_client_config(config, f"broker-{self.broker_id}")      # 4.8: fail now, not at the first fetch
@@ -251,7 +254,7 @@ def _startup(self) -> None:
                                       credentials=ZkScramCredentials(self.zk_utils))
     self.socket_server.startup()
     self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
-                                          self.metadata_cache, self.time, self.metrics)
+                                          self.metadata_cache, self.time, self.metrics, self.replication_quotas)
     self.replica_manager.startup()
     self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
     self.group_coordinator_scheduler.startup()

@@ -8,7 +8,8 @@ from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.security.scram import HASHES, MIN_ITERATIONS, ScramFormatter
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.errors import ConfigError
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZkUtils, topic_path
+from kafka_edu.server.replica.replication_quota_manager import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC, ZkUtils, topic_path
 from kafka_edu.tools.cli import CommandError, UsageError, add_command_config_argument, run_with_admin
 from kafka_edu.tools.topics import topic_overrides
 from kafka_edu.tools.zk_command import run_with_zookeeper
@@ -42,6 +43,15 @@ def merged_overrides(current: dict[str, str], entity_type: str, name: str, add: 
     return {k: v for k, v in {**current, **add}.items() if k not in delete}
 
 
+def check_broker_configs(configs: dict[str, str]) -> None:
+    """Beyond 0.10 (0.10.1): a broker's dynamic configs are its two replication throttle rates (4.5.8)."""
+    for key, value in configs.items():
+        if key not in (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE):
+            raise CommandError(f"Unknown Dynamic Configuration '{key}'.")
+        if not value.isdigit():
+            raise CommandError(f"Invalid value {value} for configuration {key}: a number of bytes per second")
+
+
 def alter_entity_config(zk_utils: ZkUtils, entity_type: str, name: str, add: dict[str, str],
                         delete: list[str]) -> str:
     """Merge the change into the current overrides, check them, write them and notify the brokers."""
@@ -54,6 +64,8 @@ def alter_entity_config(zk_utils: ZkUtils, entity_type: str, name: str, add: dic
             LogConfig.from_props(configs)
         except ConfigError as e:
             raise CommandError(str(e)) from None
+    elif entity_type == CONFIG_TYPE_BROKER:
+        check_broker_configs(configs)
     zk_utils.change_entity_config(entity_type, name, configs)
     return f'Updated config for {ENTITY_WORD[entity_type]}: "{name}".'
 

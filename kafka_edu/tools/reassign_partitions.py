@@ -9,7 +9,8 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.server.admin_utils import (AdminOperationError, RackAwareMode, assign_replicas_to_brokers,
                                           broker_metadatas)
 from kafka_edu.server.zk.zk_client import NodeExistsError
-from kafka_edu.server.zk.zk_utils import REASSIGN_PARTITIONS_PATH, ZkUtils, reassignment_json
+from kafka_edu.server.replica.replication_quota_manager import FOLLOWER_THROTTLED_RATE, LEADER_THROTTLED_RATE
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_BROKER, REASSIGN_PARTITIONS_PATH, ZkUtils, reassignment_json
 from kafka_edu.tools.cli import CommandError, UsageError
 from kafka_edu.tools.zk_command import add_zookeeper_arguments, parse_json, read_file, run_with_zookeeper, scala_partition
 
@@ -195,9 +196,6 @@ def execute(zk_utils: ZkUtils, args, text: str) -> int:
 # %% book/ch5_tools/0400_reassign_partitions.ipynb d813ebee
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
-CONFIG_TYPE_BROKER = "brokers"
 
 
 def throttled_replicas(replicas: Mapping[TopicPartition, Iterable[int]]) -> str:

@@ -125,3 +125,23 @@ def test_controlled_shutdown_v0_has_no_client_id(tmp_path):
         assert controller.controller.context.shutting_down_broker_ids == {leaving}
     finally:
         cluster.shutdown()
+
+
+
+def test_a_refused_update_metadata_leaves_the_controller_epoch(tmp_path):
+    """A malformed UpdateMetadata from a 'newer' controller is refused and moves no epoch, so the
+    live controller's requests are still accepted (0.10 sets the epoch only after the cache update)."""
+    cluster = Cluster(tmp_path, size=1)
+    try:
+        broker = cluster.servers[0]
+        current = broker.replica_manager.controller_epoch
+        bad = {"controller_id": 0, "controller_epoch": current + 5, "ungrouped_partition_states": [],
+               "live_brokers": [{"id": 0, "rack": None,
+                                 "endpoints": [{"host": "h", "port": 1, "security_protocol": 77}]}]}
+        good = {"controller_id": 0, "controller_epoch": current, "ungrouped_partition_states": [], "live_brokers": []}
+        with CodecConnection(broker.bound_port()) as client:
+            assert client.call(ApiKeys.UPDATE_METADATA, 2, bad).error_code == Errors.INVALID_REQUEST.code
+            assert broker.replica_manager.controller_epoch == current
+            assert client.call(ApiKeys.UPDATE_METADATA, 2, good).error_code == Errors.NONE.code
+    finally:
+        cluster.shutdown()

@@ -81,3 +81,17 @@ def test_pointless_or_impossible_reassignments_are_dropped(cluster):
     assert zk.get_leader_and_isr("u", 0) == before
     assert zk.get_partition_assignment_for_topics(["u"])["u"][0] == [0, 1]
     assert sum("reassignment to" in line and "dropped" in line for line in controller.state_change_log) == 2
+
+
+def test_a_reassignment_that_cannot_start_is_dropped_not_left_pending(cluster):
+    """A partition created while none of its replicas was alive has no leader and ISR; moving it
+    fails in phase A, and the request goes away (as in 0.10) instead of blocking every later one."""
+    controller = cluster.controller().controller
+    zk = cluster.zk_utils
+    zk.create_topic_assignment("orphan", {0: [7]})                     # broker 7 never existed
+    wait_for(lambda: ("orphan", 0) in controller.context.partition_replica_assignment, what="the topic seen")
+    assert zk.get_leader_and_isr("orphan", 0) is None
+    zk.update_partition_reassignment_data({("orphan", 0): [0]})
+    wait_for(lambda: zk.zk.exists(REASSIGN_PARTITIONS_PATH) is None, what="the request dropped")
+    assert ("orphan", 0) not in controller.context.partitions_being_reassigned
+    assert any("orphan-0: reassignment to [0] failed" in change for change in controller.state_change_log)

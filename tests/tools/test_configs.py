@@ -18,6 +18,7 @@ from compat.broker_process import KAFKA_EDU, BrokerProcess
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.common.utils.time import MockTime
 from kafka_edu.server.dynamic_config_manager import topic_config_manager
+from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.log_manager import LogManager
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
@@ -54,6 +55,25 @@ def test_overrides_reach_live_logs_and_later_ones(broker_side):
     zk_utils.change_entity_config("topics", "orders", {"segment.bytes": "8192"})
     zk_utils.zk.await_events()
     assert orders0.config.segment_bytes == 4096                 # no longer watching
+
+
+def test_throttled_replica_lists_are_topic_configs_beside_the_others(broker_side):
+    """Beyond 0.10 (KIP-73): the lists `reassign-partitions --throttle` writes are topic-level configs,
+    so a topic's other overrides stay in force beside them; a malformed list is refused by name."""
+    log_manager, zk_utils, clock = broker_side
+    orders0 = log_manager.create_log("orders", 0)
+    zk_utils.change_entity_config("topics", "orders", {
+        "retention.ms": "1000", "leader.replication.throttled.replicas": "0:1, 0:2",
+        "follower.replication.throttled.replicas": "*"})
+    manager = topic_config_manager(zk_utils, log_manager, clock)
+    manager.startup()
+    assert orders0.config.retention_ms == 1000
+    assert (orders0.config.leader_replication_throttled_replicas,
+            orders0.config.follower_replication_throttled_replicas) == ("0:1, 0:2", "*")
+    manager.shutdown()
+    assert LogConfig().leader_replication_throttled_replicas == ""
+    with pytest.raises(ConfigError, match="leader.replication.throttled.replicas"):
+        LogConfig.from_props({"leader.replication.throttled.replicas": "0-1"})
 
 
 def test_old_malformed_and_foreign_notifications(broker_side):
@@ -138,6 +158,18 @@ def test_refused_changes_are_one_line_and_status_1(chroot, argv, message):
     assert err.startswith("Error while executing config command : ") and message in err
     assert len(err.splitlines()) == 1
     assert zk_utils.zk.get_children("/config/changes") == []
+
+
+def test_broker_configs_are_the_replication_throttle_rates(chroot):
+    """Beyond 0.10 (0.10.1): `--entity-type brokers` takes the two throttle rates, in bytes per second."""
+    zk_utils, connect = chroot
+    alter = ("--zookeeper", connect, "--entity-type", "brokers", "--entity-name", "0", "--alter", "--add-config")
+    assert configs(*alter, "leader.replication.throttled.rate=1000") == (0, 'Updated config for broker: "0".\n', "")
+    for change, message in (("colour=blue", "Unknown Dynamic Configuration 'colour'."),
+                            ("follower.replication.throttled.rate=fast", "Invalid value fast for configuration")):
+        status, out, err = configs(*alter, change)
+        assert status == 1 and out == "" and message in err and len(err.splitlines()) == 1, err
+    assert zk_utils.fetch_entity_config("brokers", "0") == {"leader.replication.throttled.rate": "1000"}
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from collections import Counter
 
 import pytest
+from confluent_kafka import Producer
 from compat.broker_process import KAFKA_EDU
 from external import wait_for
 
@@ -167,3 +169,47 @@ def test_t18_a_reassignment_to_a_dead_broker_is_dropped(cluster, tmp_path):
         "Status of partition reassignment:\n"
         "ERROR: Assigned replicas (0,1) don't match the list of replicas for reassignment (1,7) for partition [t,0]\n"
         "Reassignment of partition [t,0] failed\n"), "")
+
+
+def test_a_throttled_move_is_held_back_until_the_throttle_is_raised(cluster, tmp_path):
+    """Beyond 0.10 (KIP-73): `--throttle 1` holds the new replica back (one fetch of 1 MB, then
+    nothing while the quota's windows last) while the old one leads; rerunning `--execute` with a large throttle lets the move finish, and
+    `--verify` then removes the throttle from the topic and every broker."""
+    assert kafka_edu("topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", "big",
+                     "--replica-assignment", "0")[0] == 0
+    wait_for(lambda: cluster.zk_utils.get_leader_and_isr("big", 0), 20, "big-0 online")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 20})
+    for _ in range(8000):
+        producer.produce("big", b"x" * 1000, partition=0)
+    assert producer.flush(30) == 0
+    leader = cluster.servers[0].replica_manager.get_partition(("big", 0)).local_replica
+
+    def follower_end() -> int:
+        partition = cluster.servers[1].replica_manager.get_partition(("big", 0))
+        return -1 if partition is None or partition.local_replica is None else partition.local_replica.log_end_offset
+
+    target = tmp_path / "target.json"
+    target.write_text(json.dumps({"version": 1, "partitions": [{"topic": "big", "partition": 0, "replicas": [0, 1]}]}))
+    execute = ("reassign-partitions", "--zookeeper", cluster.connect, "--execute", "--reassignment-json-file",
+               str(target), "--throttle")
+    assert kafka_edu(*execute, "1")[0] == 0
+    wait_for(lambda: follower_end() > 0, 20, "broker 1 fetching")
+    wait_for(lambda: cluster.servers[1].replica_manager.quotas.follower.is_quota_exceeded(), 20, "the quota reached")
+    held = follower_end()
+    time.sleep(2)
+    assert follower_end() == held < leader.log_end_offset, (held, leader.log_end_offset)
+    verify = ("reassign-partitions", "--zookeeper", cluster.connect, "--verify", "--reassignment-json-file", str(target))
+    assert kafka_edu(*verify)[1].splitlines()[-1] == "Reassignment of partition [big,0] is still in progress"
+
+    assert kafka_edu(*execute, "100000000") == (
+        0, "There is an existing assignment running.\nThe throttle limit was set to 100000000 B/s\n", "")
+    wait_for(lambda: follower_end() == leader.log_end_offset == 8000, 30, "broker 1 caught up")
+
+    def finished():
+        out = kafka_edu(*verify)[1]
+        return None if "in progress" in out else out
+    assert wait_for(finished, 30, "the move completed", interval=0.2) == (
+        "Status of partition reassignment:\nReassignment of partition [big,0] completed successfully\n"
+        "Throttle was removed.\n")
+    assert cluster.zk_utils.fetch_entity_config("topics", "big") == {}
+    assert all(cluster.zk_utils.fetch_entity_config("brokers", str(b)) == {} for b in range(3))

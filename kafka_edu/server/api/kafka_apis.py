@@ -256,6 +256,8 @@ class _FetchApis:
 
         def respond(results: list) -> None:
             session_id, answered = context.respond(list(results))
+            if body.replica_id >= 0:
+                self._record_replication(answered)
             self._send_fetch_response(request, header, refused + answered, isolation, session_id=session_id)
 
         if not context.partitions:
@@ -264,6 +266,14 @@ class _FetchApis:
         self.replica_manager.fetch_messages(
             body.max_wait_ms, body.replica_id, body.min_bytes, body.max_bytes if version >= 3 else INT_MAX,
             version <= 2, list(context.partitions.items()), respond, isolation)
+
+    def _record_replication(self, answered: list) -> None:
+        """Beyond 0.10 (4.5.8): the bytes a follower gets for throttled partitions count against the leader's quota."""
+        quota = self.replica_manager.quotas.leader
+        size = sum(data.records.size_in_bytes() for tp, data in answered
+                   if data.records is not None and quota.is_throttled(tp))
+        if size:
+            quota.record(size)
 
     def _send_fetch_response(self, request: Request, header: RequestHeader, results: list, isolation: int,
                              session_id: int = INVALID_SESSION_ID, error: Errors = Errors.NONE) -> None:
@@ -582,20 +592,15 @@ class _InterBrokerApis:
         """Fenced by the controller epoch the replica manager keeps, then applied to the cache."""
         if not self._cluster_action(request, header):
             return
-        if body.controller_epoch < self.replica_manager.controller_epoch:
-            log.warning("ignoring UpdateMetadata from controller %d with epoch %d: the current epoch is %d",
-                        body.controller_id, body.controller_epoch, self.replica_manager.controller_epoch)
-            self.send_response(request, header, {"error_code": Errors.STALE_CONTROLLER_EPOCH.code})
-            return
-        self.replica_manager.controller_epoch = body.controller_epoch
         states = {(p.topic_name, p.partition_index): PartitionStateInfo(p.leader, p.leader_epoch, tuple(p.isr),
                                                                         p.zk_version, tuple(p.replicas),
                                                                         p.controller_epoch)
                   for p in body.ungrouped_partition_states}
         try:
             brokers = [_live_broker(b, header.api_version) for b in body.live_brokers]
-            self.metadata_cache.update_cache(body.controller_id, brokers, states)
-            error = Errors.NONE
+            error = self.replica_manager.maybe_update_metadata_cache(
+                body.controller_id, body.controller_epoch,
+                lambda: self.metadata_cache.update_cache(body.controller_id, brokers, states))
         except (IndexError, ValueError) as exc:
             log.error("malformed UpdateMetadata from controller %d: %s", body.controller_id, exc)
             error = Errors.INVALID_REQUEST

@@ -16,7 +16,8 @@ from kafka_edu.server.controller.controller_context import (ControllerContext, P
                                                             ReassignedPartitionsContext)
 from kafka_edu.server.controller.partition_leader_selector import (
     ControlledShutdownLeaderSelector, NoOpLeaderSelector, OfflinePartitionLeaderSelector,
-    PreferredReplicaPartitionLeaderSelector, ReassignedPartitionLeaderSelector, unclean_election_lookup)
+    PreferredReplicaPartitionLeaderSelector, ReassignedPartitionLeaderSelector, StateChangeFailedError,
+    unclean_election_lookup)
 from kafka_edu.server.controller.partition_state_machine import PartitionState, PartitionStateMachine
 from kafka_edu.server.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from kafka_edu.server.controller.topic_deletion_manager import TopicDeletionManager
@@ -475,7 +476,10 @@ class _PreferredReplicaElection:
     def check_and_trigger_partition_rebalance(self) -> None:
         """For each broker, the share of its preferred partitions it does not lead; above
         leader.imbalance.per.broker.percentage, elect the preferred replicas back."""
-        with self.controller_lock:
+        while not self.controller_lock.acquire(timeout=0.1):   # a resigning controller holds the lock
+            if not self.active:                                  # and joins this task (KAFKA-4360)
+                return
+        try:
             if not self.active:
                 return
             context, deletion = self.context, self.topic_deletion_manager
@@ -496,6 +500,8 @@ class _PreferredReplicaElection:
                             and not context.partitions_undergoing_preferred_replica_election
                             and tp[0] in context.all_topics and tp[0] not in deletion.topics_to_be_deleted):
                         self.on_preferred_replica_election({tp}, triggered_by_auto_rebalance=True)
+        finally:
+            self.controller_lock.release()
 
 
 # %% book/ch4_server/0605_kafka_controller.ipynb 66e0444e
@@ -534,11 +540,18 @@ class _PartitionReassignment:
             self.record(f"partition {tp[0]}-{tp[1]}: reassignment to {new} dropped: {refusal}")
             self._remove_partition_from_reassigned_partitions(tp)
             return
-        reassigned.isr_change_subscription = self.zk_utils.zk.subscribe_data_changes(
-            topic_partition_leader_and_isr_path(*tp), functools.partial(self._on_reassigned_partition_isr_change, tp))
-        context.partitions_being_reassigned[tp] = reassigned
-        self.topic_deletion_manager.mark_topic_ineligible_for_deletion({tp[0]})
-        self.on_partition_reassignment(tp, reassigned)
+        try:
+            reassigned.isr_change_subscription = self.zk_utils.zk.subscribe_data_changes(
+                topic_partition_leader_and_isr_path(*tp),
+                functools.partial(self._on_reassigned_partition_isr_change, tp))
+            context.partitions_being_reassigned[tp] = reassigned
+            self.topic_deletion_manager.mark_topic_ineligible_for_deletion({tp[0]})
+            self.on_partition_reassignment(tp, reassigned)
+        except Exception as exc:                # as in 0.10: a move that cannot start is dropped, not left pending
+            log.error("reassignment of %s-%d to %s failed", *tp, new, exc_info=True)
+            self.record(f"partition {tp[0]}-{tp[1]}: reassignment to {new} failed: {exc}")
+            self._remove_partition_from_reassigned_partitions(tp)
+            self.topic_deletion_manager.resume_deletion_for_topics({tp[0]})
 
     def _on_reassigned_partition_isr_change(self, tp, path: str, data: bytes | None) -> None:
         """The partition's state znode changed: once its ISR holds every target replica, finish."""
@@ -610,6 +623,8 @@ class _ReassignmentPhases:
         context = self.context
         while True:
             current = self.zk_utils.get_leader_and_isr(*tp)
+            if current is None:
+                raise StateChangeFailedError(f"{tp[0]}-{tp[1]} has no leader and ISR to move on")
             if current.controller_epoch > context.epoch:
                 raise ControllerMovedError(f"{tp[0]}-{tp[1]} was written by controller epoch {current.controller_epoch}")
             state = current.leader_and_isr

@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0301_log_concepts.ipynb 67d083eb
 import dataclasses
+import re
 
 from kafka_edu.server.log.errors import ConfigError
 
@@ -13,6 +14,7 @@ _FORMAT_MAGIC = {"0.8": 0, "0.9": 0, "0.10": 1, "0.11": 2, "1": 2, "2": 2, "3": 
 COMPRESSION_TYPES = ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
+_REPLICA = re.compile(r"(\d+:\d+)?")       # one entry of a throttled-replica list (Beyond 0.10)
 
 
 def magic_for_format_version(version: str) -> int:
@@ -49,12 +51,17 @@ class LogConfig:
     message_timestamp_difference_max_ms: int = LONG_MAX
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = True
+    # Beyond 0.10 (KIP-73, 4.5.8): the replicas whose replication traffic is throttled
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     def __post_init__(self):
         _choice("cleanup.policy", self.cleanup_policy, CLEANUP_POLICIES)
         _choice("compression.type", self.compression_type, COMPRESSION_TYPES)
         _choice("message.timestamp.type", self.message_timestamp_type, TIMESTAMP_TYPES)
         magic_for_format_version(self.message_format_version)
+        _throttled_replicas("leader.replication.throttled.replicas", self.leader_replication_throttled_replicas)
+        _throttled_replicas("follower.replication.throttled.replicas", self.follower_replication_throttled_replicas)
         for name, low in (("segment_bytes", 14), ("segment_index_bytes", 4), ("index_interval_bytes", 0),
                           ("segment_ms", 0), ("segment_jitter_ms", 0), ("flush_messages", 0),
                           ("flush_ms", 0), ("file_delete_delay_ms", 0), ("delete_retention_ms", 0),
@@ -95,6 +102,7 @@ class LogConfig:
         return {f.name.replace("_", "."): getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+# %% book/ch4_server/0301_log_concepts.ipynb 5a82642f
 def _choice(key, value, allowed):
     if value not in allowed:
         raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
@@ -111,3 +119,10 @@ def _convert(key, value, kind):
         return kind(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: cannot read {value!r} as {kind.__name__}") from None
+
+
+def _throttled_replicas(key, value):
+    """Beyond 0.10: `*`, or `partition:broker` pairs separated by commas (empty entries allowed)."""
+    if value.strip() != "*" and not all(_REPLICA.fullmatch(e.strip()) for e in value.split(",")):
+        raise ConfigError(f"{key}: {value!r} must be the literal '*' or a list of replicas in the format "
+                          "[partitionId]:[brokerId],[partitionId]:[brokerId],...")

@@ -38,11 +38,12 @@ class DelayedFetch(DelayedOperation):
     """A fetch waiting for `min_bytes` to arrive, at most `max_wait_ms`."""
 
     def __init__(self, delay_ms: int, fetch_metadata: FetchMetadata, replica_manager,
-                 response_callback: Callable[[list], None]):
+                 response_callback: Callable[[list], None], quota=None):
         super().__init__(delay_ms)
         self.fetch_metadata = fetch_metadata
         self.replica_manager = replica_manager
         self.response_callback = response_callback
+        self.quota = quota                      # Beyond 0.10 (4.5.8): the leader's replication quota, for followers
         self.completion_reason: str | None = None
 
     def _complete_because(self, reason: str) -> bool:
@@ -50,8 +51,8 @@ class DelayedFetch(DelayedOperation):
         return self.force_complete()
 
     def try_complete(self) -> bool:
-        metadata = self.fetch_metadata
-        accumulated = 0
+        metadata, quota = self.fetch_metadata, self.quota
+        accumulated = throttled = 0
         for tp, status in metadata.partition_status:
             fetch_offset = status.start_offset_metadata
             if fetch_offset.message_offset < 0:
@@ -75,9 +76,16 @@ class DelayedFetch(DelayedOperation):
             if fetch_offset.on_older_segment(end):
                 return self._complete_because(f"{tp[0]}-{tp[1]}: a new segment was rolled")
             if fetch_offset.message_offset < end.message_offset:
-                accumulated += min(end.position_diff(fetch_offset), status.fetch_info.max_bytes)
+                available = min(end.position_diff(fetch_offset), status.fetch_info.max_bytes)
+                if quota is not None and quota.is_throttled(tp):
+                    throttled += available
+                else:
+                    accumulated += available
         if accumulated >= metadata.min_bytes:
             return self._complete_because(f"{accumulated} bytes >= min_bytes {metadata.min_bytes}")
+        if throttled and accumulated + throttled >= metadata.min_bytes and not quota.is_quota_exceeded():
+            return self._complete_because(f"{accumulated + throttled} bytes >= min_bytes {metadata.min_bytes} "
+                                          "within the replication quota")
         return False
 
     def on_expiration(self) -> None:
@@ -90,5 +98,5 @@ class DelayedFetch(DelayedOperation):
         infos = [(tp, status.fetch_info) for tp, status in metadata.partition_status]
         results = self.replica_manager.read_from_local_log(
             metadata.replica_id, metadata.fetch_only_leader, metadata.fetch_only_committed,
-            metadata.max_bytes, metadata.hard_max_bytes_limit, infos)
+            metadata.max_bytes, metadata.hard_max_bytes_limit, infos, self.quota)
         self.response_callback([(tp, result.to_fetch_partition_data()) for tp, result in results])

@@ -123,6 +123,10 @@ class _FetcherCore(abc.ABC):
     def handle_partitions_with_errors(self, partitions: list[tuple[str, int]]) -> None:
         self.delay_partitions(partitions, self.fetch_backoff_ms)
 
+    def throttled(self, topic_partition: tuple[str, int]) -> bool:
+        """Beyond 0.10: whether the partition sits out the next request (a replication quota, 4.5.8)."""
+        return False
+
     @abc.abstractmethod
     def wakeup(self) -> None:
         """Interrupt `fetch` if it is blocked waiting for the source (called by `shutdown`)."""
@@ -225,7 +229,8 @@ class _FetchLoop:
     def maybe_fetch(self) -> None:
         with self.partition_map_cond:
             now = self.time.milliseconds()
-            active = {tp: s for tp, s in self.partition_map.items() if s.is_active(now) and not s.truncating}
+            active = {tp: s for tp, s in self.partition_map.items()
+                      if s.is_active(now) and not s.truncating and not self.throttled(tp)}
             request = self.build_fetch_request(active) if active else None
             if request is None:
                 self.partition_map_cond.wait(self.fetch_backoff_ms / 1000)

@@ -67,6 +67,7 @@ class _ReplicaFetcherCore:
         self.fetcher_id = fetcher_id
         self.truncations: collections.deque[Truncation] = collections.deque(maxlen=100)
         self.replica_manager = replica_manager
+        self.lag: dict[tuple[str, int], int] = {}     # Beyond 0.10: leader's HW − our LEO after the last answer
         self.max_wait_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
         self.fetch_size = config["replica.fetch.max.bytes"]
@@ -151,7 +152,18 @@ class _ReplicaFetcherProcessing:
         if fetch_offset != log_end:
             raise RuntimeError(f"offset mismatch for {topic_partition}: fetched at {fetch_offset}, "
                                f"but the local log ends at {log_end}")
-        return partition.append_records_to_follower(data.records, data.high_watermark)
+        new_offset = partition.append_records_to_follower(data.records, data.high_watermark)
+        self.lag[topic_partition] = max(0, data.high_watermark - new_offset)
+        quota = self.replica_manager.quotas.follower
+        if quota.is_throttled(topic_partition):
+            quota.record(len(data.records))
+        return new_offset
+
+    def throttled(self, topic_partition) -> bool:
+        """Beyond 0.10 (4.5.8): a throttled partition that is behind waits while the quota is exceeded."""
+        quota = self.replica_manager.quotas.follower
+        return quota.is_throttled(topic_partition) and self.lag.get(topic_partition, 0) > 0 \
+            and quota.is_quota_exceeded()
 
     def handle_offset_out_of_range(self, topic_partition) -> int:
         topic = topic_partition[0]

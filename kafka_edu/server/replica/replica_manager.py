@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0501_replica_manager.ipynb 391a030d
 import collections
+import dataclasses
 import logging
 import os
 import threading
@@ -26,6 +27,7 @@ from kafka_edu.server.purgatory.delayed_produce import DelayedProduce, ProducePa
 from kafka_edu.server.replica.partition import Partition, PartitionState
 from kafka_edu.server.replica.replica_fetcher_manager import ReplicaFetcherManager
 from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
+from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotaManager, ReplicationQuotas
 from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
 from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
 
@@ -160,8 +162,9 @@ class _ReplicaManagerCore:
     """State, start-up and partition lookup (mixin of `ReplicaManager`)."""
 
     def __init__(self, config: KafkaConfig, log_manager, zk_utils, scheduler, metadata_cache,
-                 time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
-        """`metrics`: the broker's registry (a private one if not given), for the meters and gauges of 4.9."""
+                 time: Time = SYSTEM_TIME, metrics: Metrics | None = None, quotas: ReplicationQuotas | None = None):
+        """`metrics`: the broker's registry (a private one if not given), for the meters and gauges of 4.9;
+        `quotas`: the broker's replication quotas (Beyond 0.10, 4.5.8; unbounded ones if not given)."""
         self.config = config
         self.broker_id = config["broker.id"]
         self.log_manager = log_manager
@@ -190,6 +193,7 @@ class _ReplicaManagerCore:
         self.delayed_fetch_expirations: collections.Counter = collections.Counter()
         self.metrics = Metrics(time=time) if metrics is None else metrics
         self._add_metrics()
+        self.quotas = ReplicationQuotas.create(self.metrics) if quotas is None else quotas
         # Beyond 0.10: inter.broker.protocol.version >= 0.11.0 truncates by leader epoch (KIP-101)
         self.truncate_by_leader_epoch = truncates_by_leader_epoch(config)
         self.replica_fetcher_manager = ReplicaFetcherManager(config, self, time)
@@ -297,6 +301,19 @@ class _LeaderAndIsrHandling:
             for listener in list(self.leadership_listeners):
                 listener(new_leaders, new_followers)
             return Errors.NONE, responses
+
+    def maybe_update_metadata_cache(self, controller_id: int, controller_epoch: int,
+                                    update: Callable[[], None]) -> Errors:
+        """UpdateMetadata under the same lock and epoch fence as LeaderAndIsr; the epoch moves only once
+        `update` (the cache's) has succeeded, so a refused request changes nothing."""
+        with self._state_change_lock:
+            if controller_epoch < self.controller_epoch:
+                log.warning("ignoring UpdateMetadata from controller %d with epoch %d: the current epoch is %d",
+                            controller_id, controller_epoch, self.controller_epoch)
+                return Errors.STALE_CONTROLLER_EPOCH
+            update()
+            self.controller_epoch = controller_epoch
+            return Errors.NONE
 
     def stop_replicas(self, controller_id: int, controller_epoch: int, partitions, delete_partitions: bool
                       ) -> tuple[Errors, dict[tuple[str, int], Errors]]:
@@ -440,8 +457,9 @@ class _Fetching:
         is_from_follower = replica_id >= 0
         fetch_only_from_leader = replica_id != DEBUGGING_REPLICA_ID
         fetch_only_committed = not is_from_follower
+        quota = self.quotas.leader if is_from_follower else None
         results = self.read_from_local_log(replica_id, fetch_only_from_leader, fetch_only_committed,
-                                           fetch_max_bytes, hard_max_bytes_limit, fetch_infos)
+                                           fetch_max_bytes, hard_max_bytes_limit, fetch_infos, quota)
         if is_from_follower:
             self.update_follower_log_read_results(replica_id, fetch_infos, results)
         bytes_readable = sum(r.read_size for _, r in results)
@@ -453,15 +471,18 @@ class _Fetching:
                   for (tp, info), (_, r) in zip(fetch_infos, results, strict=True)]
         metadata = FetchMetadata(fetch_min_bytes, fetch_max_bytes, hard_max_bytes_limit, fetch_only_from_leader,
                                  fetch_only_committed, is_from_follower, replica_id, status)
-        operation = DelayedFetch(timeout_ms, metadata, self, response_callback)
+        operation = DelayedFetch(timeout_ms, metadata, self, response_callback, quota)
         self.delayed_fetch_purgatory.try_complete_else_watch(operation, [tp for tp, _ in fetch_infos])
 
     def read_from_local_log(self, replica_id: int, fetch_only_from_leader: bool, read_only_committed: bool,
                             fetch_max_bytes: int, hard_max_bytes_limit: bool,
-                            fetch_infos: list[tuple[tuple[str, int], FetchPartitionInfo]]
+                            fetch_infos: list[tuple[tuple[str, int], FetchPartitionInfo]],
+                            quota: ReplicationQuotaManager | None = None
                             ) -> list[tuple[tuple[str, int], LogReadResult]]:
         """Read each partition in order, sharing `fetch_max_bytes`; the first non-empty one may exceed it
-        by one batch unless the limit is hard (fetch v0-2), so a large batch cannot block a consumer."""
+        by one batch unless the limit is hard (fetch v0-2), so a large batch cannot block a consumer.
+        With a `quota` (a follower's fetch, Beyond 0.10), a throttled partition answers empty while it is
+        exceeded, unless the follower is in the ISR."""
         limit = fetch_max_bytes
         min_one_message = not hard_max_bytes_limit
         results = []
@@ -473,6 +494,9 @@ class _Fetching:
                 read = partition.read_records(info.fetch_offset, info.current_leader_epoch,
                                               min(info.max_bytes, limit), fetch_only_from_leader,
                                               read_only_committed, min_one_message)
+                if quota is not None and quota.is_throttled(tp) and replica_id not in partition.in_sync_replicas \
+                        and quota.is_quota_exceeded():
+                    read = dataclasses.replace(read, fetched=read.fetched._replace(records=read.fetched.records.read(0, 0)))
                 size = read.fetched.records.size_in_bytes()
                 if size > 0:
                     min_one_message = False

@@ -135,6 +135,7 @@ ENTITY_CONFIG_CHANGES_PATH = "/config/changes"
 ENTITY_CONFIG_CHANGE_PREFIX = "config_change_"
 CONFIG_TYPE_TOPIC = "topics"
 CONFIG_TYPE_CLIENT = "clients"
+CONFIG_TYPE_BROKER = "brokers"          # Beyond 0.10: replication throttle rates (0.10.1)
 ACL_PATH = "/kafka-acl"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from _broker_client import records
 from _cluster import wait_until
 
@@ -39,6 +40,26 @@ def test_isr_shrinks_after_the_lag_time_expands_again_and_is_announced(make_clus
     [(path, partitions)] = announced
     assert path.startswith("/isr_change_notification/isr_change_") and ("t7", 0) in partitions
     wait_until(lambda: not cluster.zk_utils.zk.exists(path), what="the controller to delete the notification")
+    assert leader.isr_change_set == set()
+
+
+def test_an_isr_change_whose_announcement_fails_is_announced_next_round(make_cluster):
+    cluster = make_cluster(1)
+    leader = cluster.brokers[0].replica_manager
+    leader.record_isr_change(("lost", 0))
+    leader.last_isr_change_ms -= 6000
+    write = leader.zk_utils.propagate_isr_changes
+
+    def session_lost(partitions):
+        raise ConnectionError("ZooKeeper connection lost")
+
+    leader.zk_utils.propagate_isr_changes = session_lost
+    with pytest.raises(ConnectionError):
+        leader.maybe_propagate_isr_changes()
+    assert leader.isr_change_set == {("lost", 0)}                    # kept, not dropped
+    leader.zk_utils.propagate_isr_changes = write
+    leader.last_isr_propagation_ms -= 61_000                         # the next round is due
+    leader.maybe_propagate_isr_changes()
     assert leader.isr_change_set == set()
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from _broker_client import records, values_of
 from _cluster import wait_until
@@ -182,3 +183,61 @@ def test_stop_replica_deletes_a_log_that_no_leader_and_isr_reached(make_cluster)
     assert answer.error_code == 0
     assert server.log_manager.get_log("gone", 0) is None
     wait_until(lambda: not os.path.exists(log_dir), what="the log directory deleted")
+
+
+LONG_WAIT = {"replica.fetch.wait.max.ms": 30_000, "replica.lag.time.max.ms": 120_000}
+
+
+def _values(cluster, broker_id, topic):
+    log = cluster.partition(broker_id, topic).local_replica.log
+    return values_of(log.read(0, 1 << 20, None, True).records.read_bytes())
+
+
+def _thread_from(cluster, broker_id, source_id):
+    manager = cluster.brokers[broker_id].replica_manager.replica_fetcher_manager
+    [thread] = [t for k, t in manager.fetcher_thread_map.items() if k.broker.id == source_id]
+    return thread
+
+
+def test_an_answer_from_before_a_move_away_and_back_is_dropped(make_cluster):
+    """A fetch answer that left the old leader before two LeaderAndIsr requests moved the partition
+    away and back again is stale, although its offset matches: the partition was re-added to be
+    truncated first (Beyond 0.10, OffsetsForLeaderEpoch), and applying the answer would skip that and
+    keep a record the new leader never had."""
+    cluster = make_cluster(2, **LONG_WAIT)                 # brokers 0 (L) and 1 (F): long parked fetches
+    cluster.props["replica.fetch.wait.max.ms"] = 100
+    cluster.start(2)                                      # broker 2 (M): short fetch waits
+    cluster.create_partition("t", 0, [0, 1, 2])
+    cluster.create_partition("u", 0, [0, 1])              # keeps F's fetcher thread for broker 0 busy (not idle)
+    with cluster.client(0) as client:
+        assert client.produce("t", 0, records(b"a"), acks=-1).error_code == 0
+    wait_until(lambda: all(cluster.partition(b, "t").local_replica.log_end_offset == 1 for b in (0, 1, 2)))
+    assert cluster.brokers[2].replica_manager.replica_fetcher_manager.pause(timeout_s=5)   # M stays at [a]
+
+    f_thread = _thread_from(cluster, 1, 0)
+    wait_until(lambda: f_thread.fetch_states()[("t", 0)].offset == 1)
+    time.sleep(0.3)                                       # F's fetch at offset 1 is parked at L
+    f_thread.partition_map_cond.acquire()                 # hold F's answer from L between receive and processing
+    try:
+        with cluster.client(0) as client:                 # L appends x (never committed: M does not fetch)
+            assert client.produce("t", 0, records(b"x"), acks=1).error_code == 0
+        time.sleep(1.0)                                   # the parked fetch is answered with x and received
+        assert cluster.brokers[1].replica_manager.replica_fetcher_manager.pause(timeout_s=5)
+
+        cluster.elect("t", 0, leader=2, isr=[1, 2])       # epoch 1: M leads; L follows M and truncates x
+        cluster.brokers[2].replica_manager.replica_fetcher_manager.resume()
+        with cluster.client(2) as client:
+            assert client.produce("t", 0, records(b"y"), acks=1).error_code == 0
+        wait_until(lambda: _values(cluster, 0, "t") == [b"a", b"y"], what="L to follow M")
+
+        cluster.elect("t", 0, leader=0, isr=[0, 1, 2])    # epoch 2: L leads again; F re-adds t to its L thread
+        state = f_thread.fetch_states()[("t", 0)]
+        assert state.truncating and state.offset == 1     # re-added, to be settled by OffsetsForLeaderEpoch
+    finally:
+        f_thread.partition_map_cond.release()             # now the answer from epoch 0 is processed
+    cluster.brokers[1].replica_manager.replica_fetcher_manager.resume()
+    time.sleep(1.0)
+    leader_values = _values(cluster, 0, "t")
+    follower_values = _values(cluster, 1, "t")
+    assert leader_values == [b"a", b"y"]
+    assert follower_values == leader_values, f"follower {follower_values} diverged from leader {leader_values}"

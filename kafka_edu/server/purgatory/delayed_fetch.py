@@ -69,11 +69,17 @@ class DelayedFetch(DelayedOperation):
                 return self._complete_because(f"{tp[0]}-{tp[1]}: leader epoch changed")
             if end.message_offset == fetch_offset.message_offset:
                 continue
+            held = quota is not None and quota.is_throttled(tp) and metadata.replica_id not in \
+                partition.in_sync_replicas and quota.is_quota_exceeded()      # Beyond 0.10: its read is empty
             if end.message_offset_only or fetch_offset.message_offset_only:
+                if held:
+                    continue
                 return self._complete_because(f"{tp[0]}-{tp[1]}: end moved to {end.message_offset}")
             if end.on_older_segment(fetch_offset):
                 return self._complete_because(f"{tp[0]}-{tp[1]}: the log was truncated")
             if fetch_offset.on_older_segment(end):
+                if held:
+                    continue
                 return self._complete_because(f"{tp[0]}-{tp[1]}: a new segment was rolled")
             if fetch_offset.message_offset < end.message_offset:
                 available = min(end.position_diff(fetch_offset), status.fetch_info.max_bytes)

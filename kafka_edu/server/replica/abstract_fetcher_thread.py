@@ -256,8 +256,8 @@ class _FetchLoop:
             failed = []
             for tp, data in responses.items():
                 current = self.partition_map.get(tp)
-                if current is None or current.offset != request.offsets.get(tp):
-                    continue                          # removed or moved while we waited: stale answer
+                if current is None or current.truncating or current.offset != request.offsets.get(tp):
+                    continue                          # removed, moved or re-added while we waited: stale answer
                 try:
                     if data.error is Errors.NONE:
                         new_offset = self.process_partition_data(tp, current.offset, data)

@@ -567,7 +567,12 @@ class _Maintenance:
                 return
             changed, self.isr_change_set = sorted(self.isr_change_set), set()
             self.last_isr_propagation_ms = now
-        self.zk_utils.propagate_isr_changes(TopicPartition(*tp) for tp in changed)
+        try:                                    # written outside the lock; kept for the next round if it fails
+            self.zk_utils.propagate_isr_changes(TopicPartition(*tp) for tp in changed)
+        except Exception:
+            with self._isr_change_lock:
+                self.isr_change_set.update(changed)
+            raise
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every local replica's HW to `replication-offset-checkpoint` in its log dir."""

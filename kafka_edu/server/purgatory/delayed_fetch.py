@@ -69,8 +69,7 @@ class DelayedFetch(DelayedOperation):
                 return self._complete_because(f"{tp[0]}-{tp[1]}: leader epoch changed")
             if end.message_offset == fetch_offset.message_offset:
                 continue
-            held = quota is not None and quota.is_throttled(tp) and metadata.replica_id not in \
-                partition.in_sync_replicas and quota.is_quota_exceeded()      # Beyond 0.10: its read is empty
+            held = self.replica_manager.should_leader_throttle(quota, tp, metadata.replica_id)   # Beyond 0.10
             if end.message_offset_only or fetch_offset.message_offset_only:
                 if held:
                     continue

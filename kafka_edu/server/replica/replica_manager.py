@@ -494,8 +494,7 @@ class _Fetching:
                 read = partition.read_records(info.fetch_offset, info.current_leader_epoch,
                                               min(info.max_bytes, limit), fetch_only_from_leader,
                                               read_only_committed, min_one_message)
-                if quota is not None and quota.is_throttled(tp) and replica_id not in partition.in_sync_replicas \
-                        and quota.is_quota_exceeded():
+                if self.should_leader_throttle(quota, tp, replica_id):
                     read = dataclasses.replace(read, fetched=read.fetched._replace(records=read.fetched.records.read(0, 0)))
                 size = read.fetched.records.size_in_bytes()
                 if size > 0:
@@ -509,6 +508,15 @@ class _Fetching:
                     log.error("error reading %s-%d at %d", tp[0], tp[1], info.fetch_offset, exc_info=True)
                 results.append((tp, LogReadResult(None, error=error)))
         return results
+
+    def should_leader_throttle(self, quota: ReplicationQuotaManager | None, topic_partition: tuple[str, int],
+                               replica_id: int) -> bool:
+        """Beyond 0.10 (4.5.8): a throttled partition's data is held back from a replica outside the ISR
+        while the leader's quota is exceeded."""
+        if quota is None or not quota.is_throttled(topic_partition):
+            return False
+        partition = self.get_partition(topic_partition)
+        return partition is not None and replica_id not in partition.in_sync_replicas and quota.is_quota_exceeded()
 
     def last_offset_for_leader_epoch(self, asked: dict[tuple[str, int], tuple[int, int]]
                                      ) -> dict[tuple[str, int], EpochEndOffset]:

@@ -9,7 +9,7 @@ import pytest
 
 from kafka_edu.server.controller.controller_context import PartitionAndReplica
 from kafka_edu.server.controller.kafka_controller import KafkaController
-from kafka_edu.server.controller.partition_leader_selector import StateChangeFailedError
+from kafka_edu.server.controller.partition_leader_selector import OfflinePartitionLeaderSelector, StateChangeFailedError
 from kafka_edu.server.controller.partition_state_machine import (VALID_PREVIOUS_PARTITION_STATES,
                                                                  IllegalStateTransition, PartitionState)
 from kafka_edu.server.controller.replica_state_machine import VALID_PREVIOUS_REPLICA_STATES, ReplicaState
@@ -122,3 +122,13 @@ def test_state_machines_refuse_to_work_when_not_started(bench):
     bench.partition_state_machine.has_started = False
     with pytest.raises(StateChangeFailedError, match="not started"):
         bench.partition_state_machine.handle_state_changes([("t", 0)], PartitionState.NEW)
+
+
+def test_the_offline_selector_prefers_the_assignments_order_over_the_isrs():
+    """0.10's OfflinePartitionLeaderSelector: the first live replica of the assignment that is in the
+    ISR leads, so a preferred replica that rejoined last (the ISR's end) still wins over an earlier one."""
+    context = SimpleNamespace(partition_replica_assignment={("t", 0): [0, 1, 2]}, live_broker_ids={1, 2})
+    selector = OfflinePartitionLeaderSelector(context, lambda topic: False)
+    elected, told = selector.select_leader(("t", 0), LeaderAndIsr(0, 4, (0, 2, 1), 7))
+    assert (elected.leader, elected.isr, elected.leader_epoch, elected.zk_version) == (1, (2, 1), 5, 7)
+    assert told == [1, 2]

@@ -49,7 +49,8 @@ class NoOpLeaderSelector(PartitionLeaderSelector):
 
 
 class OfflinePartitionLeaderSelector(PartitionLeaderSelector):
-    """A live ISR member, else (if the topic allows unclean election) any live assigned replica."""
+    """The first live replica of the assignment that is in the ISR (so the preferred replica wins when
+    it can, as in 0.10), else (if the topic allows unclean election) the first live assigned replica."""
 
     name = "offline"
 
@@ -64,7 +65,8 @@ class OfflinePartitionLeaderSelector(PartitionLeaderSelector):
         assigned = self.context.partition_replica_assignment[tp]
         live_assigned, live_isr = self._live(assigned), self._live(current.isr)
         if live_isr:
-            return self._elected(current, live_isr[0], live_isr), live_assigned
+            leader = next((r for r in live_assigned if r in live_isr), live_isr[0])
+            return self._elected(current, leader, live_isr), live_assigned
         if not self.unclean_election_enabled(tp[0]):
             raise NoReplicaOnlineError(f"no broker in the ISR {list(current.isr)} of {tp[0]}-{tp[1]} is alive "
                                        "and unclean leader election is disabled")

@@ -284,6 +284,15 @@ class Rate:
         return elapsed
 
 
+class SimpleRate(Rate):
+    """Beyond 0.10 (0.10.1): a Rate over the time its samples cover (one window at least), not padded
+    while young, so a first burst counts at its full rate; replication quotas (4.5.8) measure with it."""
+
+    def window_size(self, config: MetricConfig, now_ms: int) -> int:
+        self.stat.purge_obsolete_samples(config, now_ms)
+        return max(now_ms - self.stat.oldest(now_ms).last_window_ms, config.time_window_ms)
+
+
 # %% book/ch4_server/0901_kafka_metrics.ipynb 4ed6c2cb
 class ConstantBinScheme:
     """`bins` bins: underflow, equal bins from `min` to `max`, overflow."""

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 
 from kafka_edu.common.metrics.metrics import Metrics
-from kafka_edu.common.metrics.stats import MetricConfig, Rate
+from kafka_edu.common.metrics.stats import MetricConfig, SimpleRate
 
 log = logging.getLogger(__name__)
 
@@ -16,14 +16,6 @@ QUOTA_WINDOW_NUM = 11                   # replication.quota.window.num
 QUOTA_WINDOW_SIZE_MS = 1000             # replication.quota.window.size.seconds
 LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
-
-
-class SimpleRate(Rate):
-    """A Rate over the time its samples cover (one window at least), not padded while young."""
-
-    def window_size(self, config: MetricConfig, now_ms: int) -> int:
-        self.stat.purge_obsolete_samples(config, now_ms)
-        return max(now_ms - self.stat.oldest(now_ms).last_window_ms, config.time_window_ms)
 
 
 class ReplicationQuotaManager:

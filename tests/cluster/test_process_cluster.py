@@ -42,6 +42,8 @@ def test_three_brokers_register_one_controller_and_a_sigkill_moves_it(make_clust
     cluster.wait_until(lambda: cluster.controller_id() not in (None, first), what="another controller")
     second = cluster.controller_id()
     assert second in {0, 1, 2} - {first}
+    # the new controller writes /controller first and /controller_epoch just after: wait for both
+    cluster.wait_until(lambda: cluster.zk.get("/controller_epoch")[0] == b"2", what="controller epoch 2")
     assert cluster.zk.get("/controller_epoch")[0] == b"2"
     assert sorted(cluster.registered()) == sorted({0, 1, 2} - {first})
 

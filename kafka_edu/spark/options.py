@@ -68,7 +68,7 @@ class OffsetSpec:
         return dict(self.values)
 
 
-def _offset_spec(name: str, text: str | None, default: str) -> OffsetSpec:
+def _offset_spec(text: str | None, default: str) -> OffsetSpec:
     text = (text or default).strip()
     if text.lower() in ("earliest", "latest"):
         return OffsetSpec(text.lower())
@@ -162,20 +162,23 @@ class KafkaSourceOptions:
             if not value.strip():
                 raise KafkaOptionError(f"Pattern to subscribe is empty as specified value for option "
                                        f"'subscribePattern' is '{value}'")
-            re.compile(value)
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise KafkaOptionError(f"Pattern to subscribe is invalid as specified value for option "
+                                       f"'subscribePattern' is '{value}': {exc}") from None
         partitions = tuple(parse_partitions(value)) if strategy == "assign" else ()
         if "startingoffsetsbytimestamp" in options:
             starting = OffsetSpec("timestamps", tuple(sorted(
                 parse_partition_offsets(options["startingoffsetsbytimestamp"]).items())))
         else:
-            starting = _offset_spec("startingOffsets", options.get("startingoffsets"),
-                                    "latest" if streaming else "earliest")
+            starting = _offset_spec(options.get("startingoffsets"), "latest" if streaming else "earliest")
         if streaming and "endingoffsets" in options:
             raise KafkaOptionError("Ending offset not valid in streaming queries")
         params = kafka_params(options)
         consumer_config(servers, params)
         return cls(servers, strategy, topics, value if strategy == "subscribepattern" else "", partitions,
-                   starting, _offset_spec("endingOffsets", options.get("endingoffsets"), "latest"),
+                   starting, _offset_spec(options.get("endingoffsets"), "latest"),
                    _positive(options, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
                    _positive(options, "minpartitions", "minPartitions"),
                    _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False), params)

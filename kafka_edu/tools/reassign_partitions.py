@@ -139,6 +139,8 @@ def generate(zk_utils: ZkUtils, args, text: str) -> int:
 def validate_reassignment(entries: list[tuple[TopicPartition, list[int]]]) -> Reassignment:
     if not entries:
         raise CommandError("Partition reassignment data file is empty")
+    if any(not replicas for _, replicas in entries):        # Beyond 0.10: 0.10 wrote it, leaving no replica
+        raise CommandError("Partition replica list cannot be empty")
     repeated = duplicates(tp for tp, _ in entries)
     if repeated:
         raise CommandError("Partition reassignment contains duplicate topic partitions: "

@@ -95,3 +95,18 @@ def test_a_reassignment_that_cannot_start_is_dropped_not_left_pending(cluster):
     wait_for(lambda: zk.zk.exists(REASSIGN_PARTITIONS_PATH) is None, what="the request dropped")
     assert ("orphan", 0) not in controller.context.partitions_being_reassigned
     assert any("orphan-0: reassignment to [0] failed" in change for change in controller.state_change_log)
+
+
+def test_a_reassignment_to_no_replicas_is_dropped(cluster):
+    """An empty target would leave the partition with no replica at all; the controller refuses it
+    (Kafka's tool refuses such a file too, since 0.11) and keeps the assignment and leader."""
+    controller = cluster.controller().controller
+    zk = cluster.zk_utils
+    zk.create_topic_assignment("v", {0: [0, 1]})
+    wait_for(lambda: zk.get_leader_and_isr("v", 0) is not None, what="v-0")
+    before = zk.get_leader_and_isr("v", 0)
+    zk.update_partition_reassignment_data({("v", 0): []})
+    wait_for(lambda: zk.zk.exists(REASSIGN_PARTITIONS_PATH) is None, what="the empty target dropped")
+    assert zk.get_leader_and_isr("v", 0) == before
+    assert zk.get_partition_assignment_for_topics(["v"])["v"][0] == [0, 1]
+    assert any("v-0: reassignment to [] dropped: no replica is named" in c for c in controller.state_change_log)

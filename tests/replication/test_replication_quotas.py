@@ -99,3 +99,14 @@ def test_a_throttled_follower_behind_by_a_segment_is_parked_too(make_cluster):
         parked = client.fetch("s", 0, 0, replica_id=1, max_wait_ms=200)
         assert not parked.records
         wait_until(lambda: replica_manager.delayed_fetch_expirations["follower"] == expired + 1, what="expiry")
+
+
+def test_a_partition_no_longer_followed_takes_its_lag_along(make_cluster):
+    cluster = make_cluster(2)
+    cluster.create_partition("g", 0, [0, 1])
+    with cluster.client(0) as client:
+        assert client.produce("g", 0, records(b"x"), acks=1).error_code == 0
+    [fetcher] = cluster.brokers[1].replica_manager.replica_fetcher_manager.fetcher_thread_map.values()
+    wait_until(lambda: fetcher.lag.get(("g", 0)) == 0, what="the follower's first answer")
+    cluster.brokers[1].replica_manager.replica_fetcher_manager.remove_fetcher_for_partitions([("g", 0)])
+    assert ("g", 0) not in fetcher.lag and ("g", 0) not in fetcher.fetch_states()

@@ -44,6 +44,8 @@ def test_assign_pattern_offsets_and_kafka_params():
     ({**BASE, "subscribe": "a", "subscribePattern": "a.*"}, "Only one of the following options can be specified"),
     ({**BASE, "subscribe": " , "}, "No topics to subscribe to"),
     ({**BASE, "subscribePattern": " "}, "Pattern to subscribe is empty"),
+    ({**BASE, "subscribePattern": "cl(icks"}, "Pattern to subscribe is invalid as specified value for option "
+                                              "'subscribePattern' is 'cl(icks': missing ), unterminated subpattern"),
     ({**BASE, "assign": "[0]"}, 'Expected e.g. {"topicA":[0,1],"topicB":[2,4]}, got [0]'),
     ({**BASE, "subscribe": "a", "startingOffsets": "first"}, 'Expected e.g. {"topicA":{"0":23,"1":-1}'),
     ({**BASE, "subscribe": "a", "failOnDataLoss": "maybe"}, "Option 'failOnDataLoss' must be true or false"),

@@ -282,6 +282,9 @@ def test_execute_can_raise_the_replication_factor(cluster, tmp_path):
                                    {"topic": "orders", "partition": 1, "replicas": [3, 3]}]},
      "Partition replica lists may not contain duplicate entries: [orders,0] contains multiple entries for 1. "
      "[orders,1] contains multiple entries for 3"),
+    ({"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": [2]},
+                                   {"topic": "orders", "partition": 1, "replicas": []}]},
+     "Partition replica list cannot be empty"),
     ({"version": 1, "partitions": [{"topic": "orders", "replicas": [1]}]},
      'every entry of "partitions" needs a "topic", a "partition" and "replicas"'),
 ])

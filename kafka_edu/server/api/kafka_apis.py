@@ -17,7 +17,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import NewPartitions, NewTopic
 from kafka_edu.server.admin_utils import AdminOperationError
 from kafka_edu.server.api.fetch_response_send import FetchResponseSend, encode_response_pieces
-from kafka_edu.server.controller.kafka_controller import ControllerMovedError
+from kafka_edu.server.controller.kafka_controller import BrokerNotAvailableError, ControllerMovedError
 from kafka_edu.server.fetch_session import FINAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
 from kafka_edu.server.kafka_config import KAFKA_CONFIG_DEF, SECURITY_PROTOCOLS, EndPoint
 from kafka_edu.server.log.file_records import iter_log_entries
@@ -615,7 +615,7 @@ class _InterBrokerApis:
             remaining = sorted(self.controller.shutdown_broker(body.broker_id))
         except ControllerMovedError:
             error = Errors.NOT_CONTROLLER
-        except KeyError:
+        except BrokerNotAvailableError:
             error = Errors.BROKER_NOT_AVAILABLE
         self.send_response(request, header, {"error_code": error.code, "remaining_partitions": [
             {"topic_name": t, "partition_index": p} for t, p in remaining]})

@@ -40,6 +40,11 @@ class ControllerMovedError(Exception):
     """Another broker became controller while this one was acting as controller."""
 
 
+class BrokerNotAvailableError(Exception):
+    """A request named a broker the controller does not know (ControlledShutdown from an unregistered id).
+    Its own type, so that a KeyError from a bug is never mistaken for it."""
+
+
 class _Election:
     """Becoming controller, and stopping being one (mixin of `KafkaController`)."""
 
@@ -297,7 +302,7 @@ class _BrokerOperations:
             if not self.active:
                 raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
             if broker_id not in context.live_or_shutting_down_broker_ids:
-                raise KeyError(f"broker {broker_id} is not registered")
+                raise BrokerNotAvailableError(f"broker {broker_id} is not registered")
             context.shutting_down_broker_ids.add(broker_id)
             self.record(f"controlled shutdown of broker {broker_id}")
             deleting = self.topic_deletion_manager.topics_to_be_deleted
@@ -534,6 +539,7 @@ class _PartitionReassignment:
         current = context.partition_replica_assignment.get(tp)
         dead = [r for r in new if r not in context.live_broker_ids]
         refusal = ("the partition does not exist" if current is None else
+                   "no replica is named" if not new else
                    "it already has these replicas" if current == new else
                    f"broker(s) {dead} are not alive" if dead else None)
         if refusal is not None:

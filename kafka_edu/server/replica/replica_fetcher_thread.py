@@ -165,6 +165,14 @@ class _ReplicaFetcherProcessing:
         return quota.is_throttled(topic_partition) and self.lag.get(topic_partition, 0) > 0 \
             and quota.is_quota_exceeded()
 
+    def remove_partitions(self, partitions) -> None:
+        """A partition this fetcher stops following takes its lag along: a stale lag would hold the
+        partition back if it came back, and a broker that sees many partitions come and go keeps none."""
+        partitions = list(partitions)
+        super().remove_partitions(partitions)
+        for topic_partition in partitions:
+            self.lag.pop(topic_partition, None)
+
     def handle_offset_out_of_range(self, topic_partition) -> int:
         topic = topic_partition[0]
         partition = self._local_partition(topic_partition)

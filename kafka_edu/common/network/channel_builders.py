@@ -13,7 +13,7 @@ from kafka_edu.common.network.ssl_transport import SslTransportLayer, client_ssl
 from kafka_edu.common.security.scram import HASHES, CredentialLookup, ScramSaslClient, ScramSaslServer
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
-SSL_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})      # 4.8.4: TLS under the channel
+SSL_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})      # 4.8.5: TLS under the channel
 
 
 class SecurityConfigError(ValueError):
@@ -28,7 +28,7 @@ class PlaintextChannelBuilder:
 
 
 class SslChannelBuilder:
-    """Channels over TLS (4.8.4): the transport's handshake must finish before any request."""
+    """Channels over TLS (4.8.5): the transport's handshake must finish before any request."""
 
     def __init__(self, context, server_side: bool):
         self.ssl_context, self._server_side = context, server_side
@@ -83,7 +83,7 @@ class SaslClientChannelBuilder(SslChannelBuilder):
 # %% book/ch4_server/0801_authentication.ipynb 44faef79
 def _server_factory(protocol: str, mechanism: str, config: Mapping[str, object],
                     credentials: CredentialLookup | None) -> Callable[[], object]:
-    if mechanism in HASHES:                        # SCRAM (4.8.3): credentials from ZooKeeper
+    if mechanism in HASHES:                        # SCRAM (4.8.4): credentials from ZooKeeper
         if credentials is None:
             raise SecurityConfigError(f"sasl.enabled.mechanisms: {mechanism} needs a credential store")
         return lambda: ScramSaslServer(mechanism, credentials)

@@ -28,7 +28,7 @@ class KafkaChannel:
         self.wait_credits = WAIT_CREDITS   # Beyond 0.10: bounded waits this peer may still cost
         self._watched = 0          # the events last registered with the selector thread's selector
         self.authenticator = authenticator   # None: nothing to prove (PLAINTEXT)
-        self.transport = transport           # None: the socket itself; TLS: an SslTransportLayer (4.8.4)
+        self.transport = transport           # None: the socket itself; TLS: an SslTransportLayer (4.8.5)
         self._io = transport or sock         # what frames are read from and written to
 
     def ready(self) -> bool:

@@ -230,7 +230,7 @@ def poll(self, timeout_ms: int) -> None:
     for id in immediately:
         if id in self.channels:
             self._poll_channel(self.channels[id], selectors.EVENT_WRITE, now_ns)
-    for channel in buffered:                    # 4.8.4: decrypted bytes select cannot see
+    for channel in buffered:                    # 4.8.5: decrypted bytes select cannot see
         if channel.id in self.channels and not any(key.data is channel for key, _ in ready):
             self._poll_channel(channel, selectors.EVENT_READ, now_ns)
     for key, events in ready:

@@ -79,7 +79,7 @@ class _Polling:
         select_start_ns = self._time.nanoseconds() if sensors is not None else 0
         buffered = [c for c in self._tls_channels.values() if not c.muted and c.has_buffered_read()]
         if buffered:
-            timeout_ms = 0                               # 4.8.4: TLS holds bytes select cannot see
+            timeout_ms = 0                               # 4.8.5: TLS holds bytes select cannot see
         if self._failed_authentications:
             timeout_ms = max(0, min(timeout_ms, min(self._failed_authentications.values()) - self._time.milliseconds()))
         ready = self._selector.select(timeout_ms / 1000)

@@ -297,3 +297,28 @@ def test_a_bad_argument_is_one_line_and_exit_2(argv):
 def test_an_unreachable_cluster_is_one_line_and_exit_1(where):
     status, out, err = run_captured(["acls", *where, "--list", "--timeout", "1000"])
     assert status == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_commit_to_an_unreadable_topic_is_refused_and_stores_nothing(granted):
+    """bob may read the group and `matrix`, not `secret`: his commit to both stores `matrix` only."""
+    def commit_both(conn):
+        answer = conn.call(ApiKeys.OFFSET_COMMIT, 2, {
+            "group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                   "committed_metadata": ""}]} for t in (TOPIC, "secret")]})
+        return {t.name: t.partitions[0].error_code for t in answer.topics}
+
+    def committed(conn, topic):
+        answer = conn.call(ApiKeys.OFFSET_FETCH, 2, {"group_id": GROUP,
+                                                     "topics": [{"name": topic, "partition_indexes": [0]}]})
+        return answer.error_code, answer.topics[0].partitions[0].committed_offset
+
+    loading = {Errors.NOT_COORDINATOR.code, Errors.COORDINATOR_LOAD_IN_PROGRESS.code}
+    with login(granted, "bob") as bob, login(granted, "admin") as admin:
+        assert create_topic(admin, "secret") == 0
+        deadline = time.monotonic() + 10
+        while loading & set((errors := commit_both(bob)).values()):     # the coordinator still loading
+            assert time.monotonic() < deadline, errors
+            time.sleep(0.05)
+        assert errors == {TOPIC: 0, "secret": AUTH["TOPIC"]}
+        assert committed(admin, TOPIC) == (0, 42) and committed(admin, "secret") == (0, -1)

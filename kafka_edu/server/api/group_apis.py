@@ -192,12 +192,12 @@ class _OffsetApis:
                 refused[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
             elif not self._hosted(*tp):
                 refused[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = self.coordinator.offset_and_metadata(
-                p.committed_offset, p.committed_metadata,
-                commit_timestamp=p.commit_timestamp if version == 1 else NO_TIMESTAMP,
-                retention_ms=body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else NO_LEADER_EPOCH)
+            else:
+                offsets[tp] = self.coordinator.offset_and_metadata(
+                    p.committed_offset, p.committed_metadata,
+                    commit_timestamp=p.commit_timestamp if version == 1 else NO_TIMESTAMP,
+                    retention_ms=body.retention_time_ms if 2 <= version <= 4 else DEFAULT_RETENTION,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else NO_LEADER_EPOCH)
         if not offsets:
             respond(refused)
             return

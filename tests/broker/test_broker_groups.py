@@ -299,12 +299,17 @@ def test_t25_commit_and_join_validation(broker):
     assert other.join(protocols=[{"name": "roundrobin", "metadata": b""}]).error_code == \
         Errors.INCONSISTENT_GROUP_PROTOCOL.code
     assert newcomer.join(version=1).generation_id == 1                      # a new group starts at generation 1
+    # a first join that is refused creates no group: "solo-2" stays free for a simple consumer's commits
+    protocolless = Member(broker, "solo-2")
+    assert protocolless.join(protocols=[]).error_code == Errors.INCONSISTENT_GROUP_PROTOCOL.code
+    assert describe(a.client, "solo-2")[0].group_state == "Dead"
+    assert commit(a.client, "solo-2", {tp: 5}) == {tp: Errors.NONE}
     sync = a.receive_sync(a.send_sync(version=1))
     assert sync.error_code == 0 and sync.assignment == b"alice"             # Stable: own assignment again
     b.generation += 1
     assert b.heartbeat() is Errors.ILLEGAL_GENERATION
     assert b.receive_sync(b.send_sync()).error_code == Errors.ILLEGAL_GENERATION.code
-    for m in (a, b, *outsiders):
+    for m in (a, b, protocolless, *outsiders):
         m.close()
 
 
@@ -336,6 +341,10 @@ def test_commit_versions_store_timestamps_retention_and_epochs(broker):
         commit(client, "v2", {("orders", 1): 20}, version=2, retention_ms=60_000, metadata="m")
         stored = committed_records(client, "v2")[("orders", 1)]
         assert stored.expire_timestamp - stored.commit_timestamp == 60_000 and stored.commit_timestamp >= before
+        # a retention that overflows the stored INT64 (Java's Long.MAX_VALUE: keep forever) is answered
+        assert commit(client, "forever", {("orders", 1): 21}, version=2, retention_ms=2**63 - 1) == \
+            {("orders", 1): Errors.NONE}
+        assert committed_records(client, "forever")[("orders", 1)].expire_timestamp == 2**63 - 1
 
         commit(client, "v6", {("orders", 2): 30, ("orders", 0): 31}, version=6, leader_epoch=4, metadata="six")
         v5 = client.call(ApiKeys.OFFSET_FETCH, 5, {"group_id": "v6", "topics": None})

@@ -136,6 +136,9 @@ class _Joining:
             if member_id != UNKNOWN_MEMBER_ID:
                 callback(join_error(member_id, Errors.UNKNOWN_MEMBER_ID))
                 return
+            if not protocol_type or not protocols:      # refused before a group exists: none is left behind
+                callback(join_error(member_id, Errors.INCONSISTENT_GROUP_PROTOCOL))
+                return
             group = self._new_group(group_id, protocol_type)
         self._do_join_group(group, member_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
                             protocol_type, protocols, callback)
@@ -396,8 +399,8 @@ class _Offsets:
         """A commit as stored: request timestamp or now, expiring after the (default) retention."""
         retention = self.group_manager.config.offsets_retention_ms if retention_ms == DEFAULT_RETENTION else retention_ms
         committed = self.time.milliseconds() if commit_timestamp == NO_TIMESTAMP else commit_timestamp
-        return OffsetAndMetadata(offset, "" if metadata is None else metadata, committed, committed + retention,
-                                 leader_epoch)
+        expire = min(max(committed + retention, -2**63), 2**63 - 1)     # Long.MAX_VALUE retention: never
+        return OffsetAndMetadata(offset, "" if metadata is None else metadata, committed, expire, leader_epoch)
 
     def handle_commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                               offsets: dict[tuple[str, int], OffsetAndMetadata],

@@ -120,3 +120,28 @@ def test_unsupported_api_versions_is_answered_not_closed(busy_broker):
         assert struct.unpack(">ih", body[:6]) == (1, 35)
         assert client.call(ApiKeys.API_VERSIONS, 0, {}).error_code == 0
     assert not failures and rounds[0] > 0
+
+
+def test_acks_all_with_a_negative_timeout_is_answered(busy_broker):
+    """The records are appended before the wait is set up: a negative timeout must expire the wait at
+    once (as in 0.10), not fail it and close the connection, which a producer would retry into duplicates."""
+    server, failures, rounds = busy_broker
+    with BrokerClient(server.bound_port(), timeout=10) as client:
+        client.create_topic("impatient")
+        answer = client.produce("impatient", 0, records(b"once"), acks=-1, timeout_ms=-1)
+        assert (answer.error_code, answer.base_offset) == (0, 0)
+        assert values_of(client.fetch("impatient", 0, 0).records) == [b"once"]
+    assert not failures and rounds[0] > 0
+
+
+def test_unreadable_records_in_a_v3_produce_fail_their_partition_only(busy_broker):
+    server, failures, rounds = busy_broker
+    with BrokerClient(server.bound_port(), timeout=10) as client:
+        client.create_topic("half-bad", partitions=2)
+        answer = client.call(ApiKeys.PRODUCE, 7, {"acks": 1, "timeout_ms": 1000, "transactional_id": None,
+                                                  "topic_data": [{"name": "half-bad", "partition_data": [
+                                                      {"index": 0, "records": b"\x00" * 70},
+                                                      {"index": 1, "records": records(b"fine")}]}]})
+        assert {p.index: p.error_code for p in answer.responses[0].partition_responses} == {0: 2, 1: 0}
+        assert values_of(client.fetch("half-bad", 1, 0).records) == [b"fine"]
+    assert not failures and rounds[0] > 0

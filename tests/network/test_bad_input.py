@@ -158,6 +158,23 @@ def test_a_connection_waiting_for_its_response_is_not_idle():
         probe.close()
 
 
+def test_a_client_that_stops_reading_its_response_is_closed_when_idle():
+    """Once the answer is being written the broker waits for the client: a client that reads nothing
+    for connections.max.idle.ms loses its connection, its quota slot and the 8 MiB held for it."""
+    with Broker(EchoApi(), **{"connections.max.idle.ms": 1000, "num.network.threads": 1,
+                              "socket.send.buffer.bytes": 16384}) as broker:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", broker.port))
+        body = b"x" * (8 << 20)
+        sock.sendall(struct.pack(">ihhi", 8 + len(body), 18, 0, 1) + body)
+        processor = broker.server.processors[0]
+        wait_for(lambda: processor.inflight_count() == 1, what="the response to be in flight")
+        wait_for(lambda: broker.connection_count() == 0, timeout=5, what="the stalled reader to be closed")
+        assert broker.server.connection_quotas.get("127.0.0.1") == 0
+        sock.close()
+
+
 def test_many_bad_clients_at_once_leave_the_broker_serving(broker):
     good = GoodClient(broker)
     rng = random.Random(7)

@@ -11,7 +11,7 @@ from kafka_edu.common.protocol.api_keys import ApiKeys, UnsupportedVersionError
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import RequestHeader, decode_request
 from kafka_edu.common.protocol.types import ProtocolError, Struct
-from kafka_edu.common.record.errors import UnsupportedCompressionTypeError
+from kafka_edu.common.record.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from kafka_edu.common.record.memory_records import MemoryRecords, convert
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.admin_manager import NewPartitions, NewTopic
@@ -225,11 +225,14 @@ def _v3_batch_error(records) -> Errors | None:
     """Produce v3+ carries only v2 batches, and we take no transactional ones: one pass over the headers
     (a transactional batch is refused as such even when an older entry follows it)."""
     error = None
-    for entry in iter_log_entries(records):
-        if entry.magic != 2:
-            error = Errors.CORRUPT_MESSAGE
-        elif entry.attributes & 0x10:
-            return Errors.INVALID_TXN_STATE
+    try:
+        for entry in iter_log_entries(records):
+            if entry.magic != 2:
+                error = Errors.CORRUPT_MESSAGE
+            elif entry.attributes & 0x10:
+                return Errors.INVALID_TXN_STATE
+    except CorruptRecordError:          # not even a readable batch header: this partition only, not the request
+        return Errors.CORRUPT_MESSAGE
     return error
 
 

@@ -188,7 +188,7 @@ class _Completions:
         """Close connections idle too long; looked for at most every 1/10 of the limit (and 300 ms)."""
         self._next_idle_check_ms = now + max(1, min(POLL_TIMEOUT_MS, self._connections_max_idle_ms // 10))
         for channel in list(self._channels.values()):
-            waiting_for_us = channel.muted or channel.has_send()
+            waiting_for_us = channel.muted and not channel.has_send()   # a request inside, no answer yet
             if not waiting_for_us and now - channel.last_active_ms > self._connections_max_idle_ms:
                 self._close(channel.id, f"idle for more than {self._connections_max_idle_ms} ms", logging.INFO)
 

@@ -414,7 +414,7 @@ class _Appending:
         if required_acks == -1 and any(r.error is Errors.NONE for r, _ in results.values()):
             status = {tp: ProducePartitionStatus(required_offset, response)
                       for tp, (response, required_offset) in results.items()}
-            operation = DelayedProduce(timeout_ms, status, self, response_callback)
+            operation = DelayedProduce(max(timeout_ms, 0), status, self, response_callback)   # < 0: expire now
             self.delayed_produce_purgatory.try_complete_else_watch(operation, list(status))
         else:
             response_callback({tp: response for tp, (response, _) in results.items()})

@@ -149,6 +149,28 @@ def test_grouping_by_size(tmp_path):
     log.close()
 
 
+def test_a_group_must_fit_the_cleaned_segments_time_index_too(tmp_path):
+    """96-byte indexes hold 12 offset entries but only 8 time entries: three segments of 3 index entries
+    each fit one offset index, not one time index. Grouped by the offset index alone, cleaning failed
+    with a full time index halfway, on every pass."""
+    manager = manager_with(tmp_path, **{"segment.index.bytes": 96, "index.interval.bytes": 0})
+    try:
+        log = manager.create_log("t", 0)
+        for segment in range(3):                  # timestamps rise: a time-index entry per index entry
+            for i in range(4):
+                key = b"k0" if (segment, i) == (2, 3) else b"k%d" % (4 * segment + i)   # supersedes k0
+                builder = MemoryRecordsBuilder(2)
+                builder.append(1000 + 4 * segment + i, key, b"v%d" % segment)
+                log.append(bytes(builder.build()))
+            log.roll()
+        log.append(keyed(b"k99", b"active"))
+        assert [(s.index.size_in_bytes(), s.time_index.size_in_bytes()) for s in log.segments[:3]] == [(24, 36)] * 3
+        assert manager.cleaner.clean_once() is True
+        assert [key for _, key, _ in contents(log)].count(b"k0") == 1
+    finally:
+        manager.shutdown()
+
+
 def test_22_tombstones_survive_until_the_horizon(tmp_path):
     retention = 1000
     manager = manager_with(tmp_path, **{"segment.bytes": 1000, "delete.retention.ms": retention})

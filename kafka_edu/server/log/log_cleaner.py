@@ -300,18 +300,21 @@ def clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
 
 
 def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int) -> list[list[LogSegment]]:
-    """Consecutive segments merged while their logs and indexes still fit one segment."""
-    groups, current, log_size, index_size = [], [], 0, 0
+    """Consecutive segments merged while their logs and both their indexes still fit one segment (a time
+    index entry is 12 bytes to the offset index's 8, so it fills first)."""
+    groups, current, log_size, index_size, time_index_size = [], [], 0, 0, 0
     for segment in segments:
         fits = (current and log_size + segment.size() <= max_size
                 and index_size + segment.index.size_in_bytes() <= max_index_size
+                and time_index_size + segment.time_index.size_in_bytes() <= max_index_size
                 and segment.next_offset() - current[0].base_offset <= 0x7FFFFFFF)
         if current and not fits:
             groups.append(current)
-            current, log_size, index_size = [], 0, 0
+            current, log_size, index_size, time_index_size = [], 0, 0, 0
         current.append(segment)
         log_size += segment.size()
         index_size += segment.index.size_in_bytes()
+        time_index_size += segment.time_index.size_in_bytes()
     if current:
         groups.append(current)
     return groups

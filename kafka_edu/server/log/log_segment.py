@@ -129,13 +129,14 @@ def next_offset(self) -> int:
     return next_offset
 
 def find_offset_by_timestamp(self, timestamp: int) -> int | None:
-    """First offset whose entry has a timestamp >= `timestamp` (scanning from the time index)."""
-    start_offset = self.time_index.lookup(timestamp).offset
-    position = self.index.lookup(start_offset).position
+    """First offset whose record has a timestamp >= `timestamp` (scanning from the time index). The
+    index entry names the *last* offset of the batch where its timestamp first appeared; records before
+    it in that batch may carry the very timestamp asked for, and earlier batches cannot."""
+    position = self.index.lookup(self.time_index.lookup(timestamp).offset).position
     for entry in self.log.entries(position):
         if entry.max_timestamp >= timestamp:
             for record in MemoryRecords(entry.tobytes()).records(verify=False):
-                if record.timestamp >= timestamp and record.offset >= start_offset:
+                if record.timestamp >= timestamp:
                     return record.offset
     return None
 
@@ -195,6 +196,9 @@ def truncate_to(self, offset: int) -> int:
         self.created = self.time.milliseconds()
     self.bytes_since_last_index_entry = 0
     self.max_timestamp_so_far, self.offset_of_max_timestamp = self.time_index.last_entry
+    for entry in self.log.entries(self.index.lookup(self.offset_of_max_timestamp).position):   # kept past it
+        if entry.max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far, self.offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
     return removed
 
 

@@ -14,6 +14,7 @@ from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.log_files import CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX
 from kafka_edu.server.log.log_manager import LogManager
 from kafka_edu.server.log.offset_checkpoint import OffsetCheckpoint
+from kafka_edu.server.replica.producer_state import ProducerStateManager
 from kafka_edu.server.utils.scheduler import MockScheduler
 
 T0 = 1_700_000_000_000
@@ -167,6 +168,28 @@ def test_a_group_must_fit_the_cleaned_segments_time_index_too(tmp_path):
         assert [(s.index.size_in_bytes(), s.time_index.size_in_bytes()) for s in log.segments[:3]] == [(24, 36)] * 3
         assert manager.cleaner.clean_once() is True
         assert [key for _, key, _ in contents(log)].count(b"k0") == 1
+    finally:
+        manager.shutdown()
+
+
+def test_a_rewritten_v2_batch_keeps_its_base_offset_and_producer_fields(tmp_path):
+    """Beyond 0.10, as 0.11: the producer state a restarted broker rebuilds comes from batch headers."""
+    manager = manager_with(tmp_path)
+    try:
+        log = manager.create_log("t", 0)
+        builder = MemoryRecordsBuilder(2, producer_id=7, producer_epoch=3, base_sequence=10)
+        for key in (b"a", b"a", b"b"):            # offsets 0-2, sequences 10-12; the first "a" goes
+            builder.append(1000, key, b"v")
+        log.append(bytes(builder.build()))
+        log.roll()
+        log.append(keyed(b"z", b"active"))
+        assert manager.cleaner.clean_once()
+        [batch] = list(MemoryRecords(next(log.segments[0].log.entries()).tobytes()).batches())
+        assert (batch.base_offset, batch.producer_id, batch.producer_epoch, batch.base_sequence) == (0, 7, 3, 10)
+        assert [r.offset for r in batch.records()] == [1, 2] and batch.last_sequence == 12
+        state = ProducerStateManager(("t", 0))
+        state.load(log)
+        assert 7 in state.producers
     finally:
         manager.shutdown()
 

@@ -54,6 +54,17 @@ def test_14_unclean_start_passes_through_recovering_state(tmp_path, clock):
     restarted.shutdown()
 
 
+def test_a_malformed_recovery_checkpoint_means_recovery_from_zero_not_a_failed_start(tmp_path, clock, caplog):
+    manager = manager_for([tmp_path / "d"], clock)
+    fill(manager.create_log("test", 0), 50)
+    manager.halt()
+    (tmp_path / "d" / "recovery-point-offset-checkpoint").write_text("0\n2\ntest 0 50\n")   # says 2, holds 1
+    restarted = manager_for([tmp_path / "d"], clock)
+    assert restarted.get_log("test", 0).log_end_offset == 50
+    assert any("resetting the recovery checkpoint to 0" in r.getMessage() for r in caplog.records)
+    restarted.shutdown()
+
+
 def test_16_clean_shutdown_skips_recovery(tmp_path, clock, monkeypatch):
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = manager_for(dirs, clock)

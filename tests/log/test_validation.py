@@ -103,6 +103,10 @@ def test_13_validation(tmp_path):
     strict = log_at(tmp_path, name="ts-0", **{"message.timestamp.difference.max.ms": 1000})
     assert error_code(strict, legacy_message(b"old", timestamp=NOW - 5000)) == (InvalidTimestampError, 32)
     strict.append(legacy_message(b"fresh", timestamp=NOW - 500))
+    strict.append(legacy_message(b"timeless", magic=0))        # v0 has no timestamp to check, as in 0.10
+    v0_log = log_at(tmp_path, name="ts0-0", **{"message.timestamp.difference.max.ms": 1000,
+                                               "message.format.version": "0.9.0"})
+    v0_log.append(legacy_message(b"timeless", magic=0))
 
     append_time = log_at(tmp_path, name="lat-0", **{"message.timestamp.type": "LogAppendTime"})
     append_time.time.advance(1234)
@@ -110,7 +114,7 @@ def test_13_validation(tmp_path):
     (entry,) = list(append_time.read(0, 1000).records.entries())
     assert entry.max_timestamp == NOW + 1234 == info.log_append_time
     assert entry.timestamp_type == "LogAppendTime" and entry.is_valid()
-    for created in (compacted, log, small, strict, append_time):
+    for created in (compacted, log, small, strict, v0_log, append_time):
         created.close()
 
 

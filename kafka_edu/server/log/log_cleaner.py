@@ -285,18 +285,30 @@ def clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool,
             data = entry.tobytes()
             first, last = first_offset(entry), entry.last_offset
         else:
-            builder = MemoryRecordsBuilder(batch.magic, batch.compression_type, kept[0].offset,
-                                           batch.timestamp_type if batch.magic > 0 else 0,
-                                           log_append_time=batch.max_timestamp if batch.magic > 0 else None)
+            builder = _rewritten_batch(batch, kept[0].offset)
             for record in kept:
                 builder.append_with_offset(record.offset, record.timestamp, record.key, record.value,
                                            record.headers)
             data = bytes(builder.build())
-            first, last = kept[0].offset, kept[-1].offset
+            first, last = (batch.base_offset if batch.magic == 2 else kept[0].offset), kept[-1].offset
         newest = max(kept, key=lambda r: r.timestamp)
         dest.append(first, last, newest.timestamp, newest.offset, data)
         stats.records_written += len(kept)
         stats.bytes_written += len(data)
+
+
+def _rewritten_batch(batch, first_kept: int) -> MemoryRecordsBuilder:
+    """The builder for what a batch keeps. Beyond 0.10 (as Kafka 0.11): a v2 batch keeps its base offset
+    and its producer fields, since an idempotent producer's state is rebuilt from batch headers on
+    restart, and a sequence counts from the base offset."""
+    if batch.magic < 2:
+        return MemoryRecordsBuilder(batch.magic, batch.compression_type, first_kept,
+                                    batch.timestamp_type if batch.magic > 0 else 0,
+                                    log_append_time=batch.max_timestamp if batch.magic > 0 else None)
+    return MemoryRecordsBuilder(2, batch.compression_type, batch.base_offset, batch.timestamp_type,
+                                batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.is_transactional,
+                                log_append_time=batch.max_timestamp,
+                                partition_leader_epoch=batch.partition_leader_epoch)
 
 
 def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int) -> list[list[LogSegment]]:

@@ -95,7 +95,11 @@ class _Logs:
             clean_shutdown = os.path.join(directory, CLEAN_SHUTDOWN_FILE)
             if not os.path.exists(clean_shutdown):
                 self.broker_state.new_state(BrokerStates.RECOVERING_FROM_UNCLEAN_SHUTDOWN)
-            recovery_points = self.recovery_point_checkpoints[directory].read()
+            try:
+                recovery_points = self.recovery_point_checkpoints[directory].read()
+            except KafkaStorageError as exc:    # as 0.10: recover every log of the directory from 0 instead
+                logger.warning("%s; resetting the recovery checkpoint to 0", exc)
+                recovery_points = {}
             subdirs = sorted(e.path for e in os.scandir(directory) if e.is_dir())
             with concurrent.futures.ThreadPoolExecutor(self.recovery_threads_per_data_dir) as pool:
                 jobs = [pool.submit(self._load_log, path, recovery_points) for path in subdirs]

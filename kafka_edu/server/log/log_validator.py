@@ -77,6 +77,8 @@ def _check_record(record, now: int, config: LogConfig) -> None:
         raise InvalidRecordError(f"compacted topic cannot accept a record without a key (offset {record.offset})")
     if config.log_append_time or config.message_timestamp_difference_max_ms == LONG_MAX:
         return
+    if record.timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:   # a v0 message has no time to check
+        return
     if abs(record.timestamp - now) > config.message_timestamp_difference_max_ms:
         raise InvalidTimestampError(f"timestamp {record.timestamp} of the record at offset {record.offset} is out "
                                     f"of range: broker time {now}, message.timestamp.difference.max.ms "

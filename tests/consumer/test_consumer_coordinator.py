@@ -10,7 +10,7 @@ from scripted_broker import scripted_cluster
 from kafka_edu.clients.consumer.abstract_coordinator import Heartbeat
 from kafka_edu.clients.consumer.assignors import RoundRobinAssignor
 from kafka_edu.clients.consumer.consumer_coordinator import CommitFailedError, ConsumerCoordinator
-from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient
+from kafka_edu.clients.consumer.consumer_network_client import ConsumerNetworkClient, WakeupException
 from kafka_edu.clients.consumer.subscription_state import (ConsumerRebalanceListener, OffsetAndMetadata,
                                                             SubscriptionState)
 from kafka_edu.clients.metadata import Metadata
@@ -138,6 +138,36 @@ def test_join_retries_through_errors_and_assigns(scripted):
     joins = [body["member_id"] for api, _, body in scripted.requests if api is ApiKeys.JOIN_GROUP]
     assert joins[0] == "" and joins[1] == "m-1"
     assert c.coordinator.id == 2**31 - 1 - scripted.node_id
+    c.client.close()
+
+
+def test_the_next_rebalance_commits_and_revokes_after_the_listener_raised(scripted):
+    """The member is in the new generation before its listener runs; an exception there (a wake-up,
+    which Kafka lets through) must not skip the commit and revocation that come before the next join."""
+    install(scripted)
+    events = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, partitions):
+            events.append(("revoked", sorted(partitions)))
+
+        def on_partitions_assigned(self, partitions):
+            events.append(("assigned", sorted(partitions)))
+            if len(events) == 2:
+                raise WakeupException()
+
+    c = coordinator_for(scripted.address, listener=Listener(), auto_commit_enabled=True,
+                        auto_commit_interval_ms=60_000)
+    with pytest.raises(WakeupException):
+        c.ensure_partition_assignment()
+    assert not c.need_rejoin()
+    c.subscriptions.seek(T0, 3)
+    c.subscriptions.need_reassignment()
+    c.ensure_partition_assignment()
+    assert events == [("revoked", []), ("assigned", [T0, T1]), ("revoked", [T0, T1]), ("assigned", [T0, T1])]
+    [commit] = [b for api, _, b in scripted.requests if api is ApiKeys.OFFSET_COMMIT]
+    assert [(t["name"], p["partition_index"], p["committed_offset"])
+            for t in commit["topics"] for p in t["partitions"]] == [("t", 0, 3)]
     c.client.close()
 
 

@@ -112,6 +112,27 @@ def test_out_of_range_resets_or_raises(server):
     client.close()
 
 
+def test_records_taken_before_a_failed_fetch_are_returned_and_the_error_comes_next(server):
+    """P0's records are taken (its position moves past them) before P1's fetch fails in the same call:
+    the call returns them, and the next call raises."""
+    client, subs, fetcher = make(server, reset=OffsetResetStrategy.NONE)
+    subs.seek(P0, 0)
+    subs.seek(P1, 10_000)                      # out of range, and no reset policy
+    got = []
+    with pytest.raises(NoOffsetForPartitionError):
+        for _ in range(100):
+            got += [r.offset for r in fetcher.fetched_records().get(P0, [])]
+            fetcher.send_fetches()
+            client.poll(50)
+    subs.seek(P1, 0)
+    for _ in range(10):
+        if subs.position(P0) == COUNT // 2:
+            break
+        got += [r.offset for r in poll(client, fetcher).get(P0, [])]
+    assert got == list(range(COUNT // 2))
+    client.close()
+
+
 def test_max_poll_records_must_be_positive(server):
     with pytest.raises(ValueError):
         make(server, max_poll_records=0)

@@ -296,6 +296,20 @@ def test_an_old_broker_gets_message_format_v1(cluster_with):
     assert error.error is Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
 
 
+def test_a_batch_too_new_for_the_broker_unmutes_its_partition(cluster_with):
+    """With an in-flight limit of 1 the failed batch was muted when drained; no answer will unmute it."""
+    script = ProduceScript()
+    broker = cluster_with(script, extra={ApiKeys.API_VERSIONS: old_broker_versions})
+    producer = producer_for(broker, **{"max.in.flight.requests.per.connection": 1})
+    try:
+        with_headers = producer.send("t", b"v", partition=0, headers=[("h", b"1")])
+        assert with_headers.exception(10).error is Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+        assert producer.send("t", b"plain", partition=0).get(5).offset == 0
+        assert not producer.accumulator.muted
+    finally:
+        producer.close(0)                     # a partition left muted would keep close() waiting forever
+
+
 def test_close_from_a_callback_does_not_deadlock(cluster_with):
     broker = cluster_with(ProduceScript())
     producer = producer_for(broker)

@@ -187,10 +187,10 @@ class _GroupJoin:
             future = self._send_join_group_request()
             self.client.poll_future(future)
             if future.succeeded():
-                self.on_join_complete(self.generation, self.member_id, self.protocol, future.value)
-                self.needs_join_prepare = True
+                self.needs_join_prepare = True                  # before the hook: it runs user code, which may raise
                 self.heartbeat.poll(self.time.milliseconds())   # joining was progress: restart the poll timer
                 self.heartbeat_task_reset()
+                self.on_join_complete(self.generation, self.member_id, self.protocol, future.value)
                 continue
             error = future.exception
             if isinstance(error, KafkaError) and error.error in REJOIN_ERRORS:

@@ -303,7 +303,14 @@ def fetched_records(self: Fetcher) -> dict[TopicPartition, list[ConsumerRecord]]
         if self._next_in_line is None or not self._next_in_line.remaining():
             if not self.completed_fetches:
                 break
-            self._next_in_line = self._parse(self.completed_fetches.popleft())
+            fetch = self.completed_fetches.popleft()
+            try:
+                self._next_in_line = self._parse(fetch)
+            except Exception:
+                if not drained:
+                    raise
+                self.completed_fetches.appendleft(fetch)  # their positions moved: return them, fail next call
+                break
             continue
         part = self._next_in_line
         tp = part.partition

@@ -138,6 +138,8 @@ def _fail_unsendable(self: Sender, batch: ProducerBatch, version: int, cause: Ex
     error = KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                        f"the broker takes Produce v{version} (message format v{produce_magic(version)}): {cause}")
     self._finish(batch, -1, NO_TIMESTAMP, error)
+    if self.guarantee_message_order:             # muted when drained, and no response will unmute it
+        self.accumulator.unmute(batch.topic_partition)
 
 
 def _handle_produce_response(self: Sender, response: ClientResponse,

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
+import resource
 import socket
 import struct
 import threading
+import time
 
 import pytest
 from network_harness import Broker, Client, EchoApi
@@ -173,6 +176,31 @@ def test_a_client_that_stops_reading_its_response_is_closed_when_idle():
         wait_for(lambda: broker.connection_count() == 0, timeout=5, what="the stalled reader to be closed")
         assert broker.server.connection_quotas.get("127.0.0.1") == 0
         sock.close()
+
+
+def test_out_of_file_descriptors_pauses_accepting_instead_of_spinning(caplog):
+    """With the process at its descriptor limit every accept fails (EMFILE) while the connection waits
+    in the backlog: the acceptor pauses for a round per failure (a few log lines, no busy loop) and
+    takes the connection once descriptors are free again."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with Broker(**{"num.network.threads": 1}) as broker:
+        first = broker.connect()
+        assert first.request(1, b"a") == (1, b"a")
+        caplog.clear()
+        listed = {int(fd) for fd in os.listdir("/proc/self/fd")}    # with the listing's own, closed again
+        lowest_unlisted = min(fd for fd in range(soft) if fd not in listed)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_unlisted, hard))   # one descriptor left: the listing's
+        try:
+            waiting = broker.connect()          # the last descriptor: the broker cannot accept it
+            time.sleep(1.5)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        failures = [r for r in caplog.records if "accepting a connection failed" in r.getMessage()]
+        assert 1 <= len(failures) <= 5
+        assert waiting.request(2, b"b") == (2, b"b")
+        assert broker.threads_alive()
+        first.close()
+        waiting.close()
 
 
 def test_many_bad_clients_at_once_leave_the_broker_serving(broker):

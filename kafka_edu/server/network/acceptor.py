@@ -4,6 +4,7 @@
 import logging
 import selectors
 import socket
+import time
 
 from kafka_edu.common.network.wakeup import Wakeup
 from kafka_edu.server.kafka_config import EndPoint
@@ -53,6 +54,7 @@ class Acceptor(AbstractServerThread):
         self.processors = processors
         self._send_buffer_size = send_buffer_size
         self._selector = selectors.DefaultSelector()
+        self._paused_until = 0.0            # monotonic time to watch the listening socket again
         self._wakeup = Wakeup()
         for processor in processors:
             processor.startup()
@@ -67,6 +69,9 @@ class Acceptor(AbstractServerThread):
         try:
             while self.is_running:
                 try:
+                    if self._paused_until and time.monotonic() >= self._paused_until:
+                        self._selector.register(self._server_socket, selectors.EVENT_READ, "accept")
+                        self._paused_until = 0.0
                     for key, _ in self._selector.select(ACCEPT_POLL_MS / 1000):
                         if key.data is self._wakeup:
                             self._wakeup.drain()
@@ -88,6 +93,12 @@ class Acceptor(AbstractServerThread):
             sock, address = self._server_socket.accept()
         except BlockingIOError:
             return False
+        except OSError as exc:      # Beyond 0.10: out of descriptors (EMFILE) would fail every round at once
+            log.error("%s: accepting a connection failed (%s); not accepting for %d ms", self.name, exc,
+                      ACCEPT_POLL_MS)
+            self._selector.unregister(self._server_socket)
+            self._paused_until = time.monotonic() + ACCEPT_POLL_MS / 1000
+            return False
         remote_host = address[0]
         try:
             self.connection_quotas.inc(remote_host)
@@ -100,5 +111,8 @@ class Acceptor(AbstractServerThread):
         except TooManyConnectionsError as exc:
             log.info("Rejected connection from %s, address already has the configured maximum of %d "
                      "connections.", exc.address, exc.max_connections)
+            self.close_socket(sock, remote_host)
+        except OSError as exc:      # the peer left before its socket was set up: free its quota slot too
+            log.debug("%s: closing connection from %s before it started: %s", self.name, remote_host, exc)
             self.close_socket(sock, remote_host)
         return True

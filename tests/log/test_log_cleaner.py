@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import resource
 
 import pytest
 
@@ -192,6 +193,30 @@ def test_a_rewritten_v2_batch_keeps_its_base_offset_and_producer_fields(tmp_path
         assert 7 in state.producers
     finally:
         manager.shutdown()
+
+
+@pytest.mark.parametrize("file_size_limit", [300, 5000], ids=["opening-the-index-fails", "writing-fails"])
+def test_a_failed_cleaning_pass_leaves_no_descriptor_open(tmp_path, file_size_limit):
+    """A disk that refuses writes (EFBIG under RLIMIT_FSIZE, standing for a full disk) fails every pass;
+    the cleaner tries again after its backoff, so whatever a pass opened must be closed by it."""
+    manager = manager_with(tmp_path, **{"segment.index.bytes": 4096})
+    log = manager.create_log("t", 0)
+    for i in range(200):
+        log.append(keyed(b"k%d" % (i % 100), b"v" * 100))
+    log.roll()
+    log.append(keyed(b"k9", b"active"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, hard))
+        for _ in range(5):
+            with pytest.raises(OSError):
+                manager.cleaner.clean_once()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert manager.cleaner.clean_once()                   # the disk is back: the pass completes
+    manager.shutdown()
 
 
 def test_22_tombstones_survive_until_the_horizon(tmp_path):

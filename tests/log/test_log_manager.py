@@ -238,6 +238,15 @@ def test_19_time_retention(tmp_path, clock):
     count = compacted.number_of_segments
     assert manager.cleanup_logs() == 0
     assert compacted.number_of_segments == count
+
+    forever = manager.create_log("forever", 0, LogConfig(segment_bytes=20_000, retention_ms=-1,   # no time limit
+                                                         message_format_version=V1))
+    fill(forever, 400)
+    for segment in forever.segments:
+        segment.set_last_modified_ms(now - 800 * DAY_MS)
+    count = forever.number_of_segments
+    assert manager.cleanup_logs() == 0
+    assert forever.number_of_segments == count and forever.log_start_offset == 0
     manager.shutdown()
 
 

@@ -267,10 +267,10 @@ def clean_segments(self, log: Log, group: list[LogSegment], delete_horizon_ms: i
         cleaned.on_become_inactive()
         cleaned.flush()
         cleaned.set_last_modified_ms(group[-1].last_modified_ms)
-        log.replace_segments(cleaned, group)
-    except LogCleaningAbortedError:
-        cleaned.delete()        # other failures leave *.cleaned files, which a restart removes
+    except BaseException:       # an abort, or a failed write (a full disk): the partial copy goes, with its
+        cleaned.delete()        # descriptors, since the cleaner will try this log again and again
         raise
+    log.replace_segments(cleaned, group)    # a failure in the swap leaves files a restart completes
 
 def clean_into(self, source: LogSegment, dest: LogSegment, retain_deletes: bool, stats: CleanerStats) -> None:
     for entry in source.log.entries():

@@ -147,7 +147,9 @@ class _Retention:
         return total
 
     def cleanup_expired_segments(self, log: Log) -> int:
-        """Delete segments whose file was last modified more than retention.ms ago."""
+        """Delete segments whose file was last modified more than retention.ms ago (-1: no time limit)."""
+        if log.config.retention_ms < 0:
+            return 0
         now = self.time.milliseconds()
         return log.delete_old_segments(lambda s: now - s.last_modified_ms > log.config.retention_ms)
 

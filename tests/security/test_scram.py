@@ -11,11 +11,14 @@ import logging
 import subprocess
 
 import pytest
+from blocking_client import CodecConnection
 
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.common.network.channel_builders import client_channel_builder
 from kafka_edu.common.network.selector import KSelector
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.security.auth import SaslAuthenticationError
 from kafka_edu.common.security.scram import ScramFormatter, ScramSaslClient, ScramSaslServer
 from kafka_edu.common.utils.time import SYSTEM_TIME
@@ -75,6 +78,19 @@ def broker(tmp_path_factory):
     server.startup()
     yield server
     server.shutdown()
+
+
+@pytest.mark.parametrize("name", ["mallory", "..", "", "a//b"])
+def test_an_unknown_or_unpathable_user_is_refused_with_an_answer(broker, name, caplog):
+    """A name that makes no ZooKeeper path under /config/users failed the lookup outside the login:
+    no answer, a traceback from the Processor, a connection left hanging."""
+    with caplog.at_level(logging.ERROR, logger="kafka_edu.server.network.processor"):
+        with CodecConnection(broker.bound_port("SASL_PLAINTEXT"), timeout=5) as conn:
+            assert conn.call(ApiKeys.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+            answer = conn.call(ApiKeys.SASL_AUTHENTICATE, 1, {"auth_bytes": f"n,,n={name},r=abcdef".encode()})
+            assert answer.error_code == Errors.SASL_AUTHENTICATION_FAILED.code
+            assert conn.closed_by_peer(5)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_credentials_are_stored_as_kafka_stores_them(broker):

@@ -62,6 +62,10 @@ class _FrameIO:
         self._send = NetworkSend(self.connection_id, payload)
         self._flush()
 
+    def wants_to_read(self) -> bool:
+        """Nothing to write first and no failure to report: the next frame may be read."""
+        return self._send is None and self._failure is None
+
     def _read_frame(self) -> bytearray | None:
         if self._receive is None:
             self._receive = NetworkReceive(self.connection_id, self._max_receive_size)

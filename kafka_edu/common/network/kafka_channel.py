@@ -48,8 +48,12 @@ class KafkaChannel:
             self.authenticator.authenticate()
 
     def has_buffered_read(self) -> bool:
-        """Decrypted bytes wait in the TLS transport, where select cannot see them."""
-        return self.transport is not None and self.transport.has_buffered_read()
+        """Decrypted bytes wait in the TLS transport, where select cannot see them, and the channel would
+        read them now: not while a login answer or failure still waits to leave (select sees that)."""
+        if self.transport is None or not self.transport.has_buffered_read():
+            return False
+        return self.ready() or (not self.transport.has_pending_writes()
+                                and (self.authenticator is None or self.authenticator.wants_to_read()))
 
     @property
     def principal(self) -> str:

@@ -128,7 +128,7 @@ class _Polling:
         except AuthenticationError as exc:       # the one line; the close waits so the client reads the answer
             log.info("%s: closing connection %s: authentication failed: %s", self.name, channel.id, exc)
             channel.watch(self._selector, 0)
-            self._failed_authentications[channel.id] = now + self._failed_authentication_delay_ms
+            self._failed_authentications.setdefault(channel.id, now + self._failed_authentication_delay_ms)
         except (InvalidReceiveError, TruncatedFrameError) as exc:
             self._close(channel.id, str(exc), logging.WARNING)
         except EOFError as exc:

@@ -14,11 +14,11 @@ class ZkScramCredentials:
         self._zk_utils = zk_utils
 
     def __call__(self, username: str, mechanism: str) -> ScramCredential | None:
-        value = self._zk_utils.fetch_entity_config(USERS, username).get(mechanism)
-        try:
+        try:                                  # a name that is no ZooKeeper path ("..", "a//b") is a ValueError
+            value = self._zk_utils.fetch_entity_config(USERS, username).get(mechanism)
             return None if value is None else ScramCredential.from_config_string(value)
         except (KeyError, ValueError):
-            return None                       # a damaged entry fails that login, never the broker
+            return None                       # a damaged entry or name fails that login, never the broker
 
 
 def add_scram_credential(zk_utils: ZkUtils, username: str, mechanism: str, password: str,

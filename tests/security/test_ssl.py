@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import pytest
+from _certs import openssl
 
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
@@ -65,6 +66,20 @@ def test_own_client_over_ssl_with_and_without_a_certificate(broker, certs):
     selector.close()
     selector, client, cluster = own_metadata(broker, "SSL", **{"ssl.ca.location": str(certs / "ca.pem")})
     assert cluster.nodes and principals(broker, "SSL") == {"User:ANONYMOUS"}
+    selector.close()
+
+
+def test_a_value_cannot_pass_for_more_of_the_subject(broker, certs):
+    """The principal escapes DN values as RFC 2253 does (Kafka: X500Principal.getName()): a certificate
+    whose one CN is 'alice,O=kafka-edu' is not alice's, whose subject is O=kafka-edu, CN=alice."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "forger.key", "-out", "forger.csr",
+            "-subj", "/CN=alice,O=kafka-edu", cwd=certs)
+    openssl("x509", "-req", "-in", "forger.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "forger.pem", "-days", "2", cwd=certs)
+    selector, client, cluster = own_metadata(broker, "SSL", **{"ssl.ca.location": str(certs / "ca.pem"),
+                                             "ssl.certificate.location": str(certs / "forger.pem"),
+                                             "ssl.key.location": str(certs / "forger.key")})
+    assert cluster.nodes and principals(broker, "SSL") == {r"User:CN=alice\,O=kafka-edu"}
     selector.close()
 
 

@@ -123,20 +123,28 @@ class SslTransportLayer(_SslHandshake):
         cert = self._ssl.getpeercert() if self._handshake_done else None
         if not cert:
             return ANONYMOUS
-        rdns = [",".join(f"{k}={v}" for k, v in rdn) for rdn in cert["subject"]]
-        return "User:" + ",".join(reversed(_short_names(rdns)))
+        return "User:" + ",".join(_rdn(rdn) for rdn in reversed(cert["subject"]))
 
 
 _ATTRIBUTE_NAMES = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-                    "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST"}
+                    "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+                    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
 
 
-def _short_names(rdns: list[str]) -> list[str]:
-    out = []
-    for rdn in rdns:
-        key, _, value = rdn.partition("=")
-        out.append(f"{_ATTRIBUTE_NAMES.get(key, key)}={value}")
-    return out
+def _rdn(rdn) -> str:
+    """One relative name as RFC 2253 writes it (Java's X500Principal.getName(), Kafka's principal): the
+    attributes of a multi-valued name joined by '+', and every value escaped, so that no value can pass
+    for more of the name (a CN of 'admin,O=kafka-edu' is not the subject CN=admin,O=kafka-edu)."""
+    return "+".join(f"{_ATTRIBUTE_NAMES.get(name, name)}={_escape(value)}" for name, value in rdn)
+
+
+def _escape(value: str) -> str:
+    escaped = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if value.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    if value.endswith(" ") and len(value) > 1:      # a lone space was escaped as a leading one
+        escaped = escaped[:-1] + "\\ "
+    return escaped
 
 
 # %% book/ch4_server/0804_ssl.ipynb 8418877b

@@ -94,6 +94,25 @@ def test_jaas_file_sections_and_listener_prefix(tmp_path):
         parse_jaas_config('a.B required x="1"; c.D required y="2";')
 
 
+def test_quoted_values_are_tokens_and_each_mechanism_finds_its_module(tmp_path):
+    """As Java's JAAS tokenizer: ';', '}' and '//' inside quotes belong to the value. A KafkaServer
+    section lists one module per mechanism (Kafka's documented set-up); PLAIN reads PlainLoginModule's."""
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert parse_jaas_config(f'{plain} required username="alice" password="pa;ss}}";').options == {
+        "username": "alice", "password": "pa;ss}"}
+    path = tmp_path / "jaas.conf"
+    path.write_text("KafkaServer {\n"
+                    '  org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="a";\n'
+                    f'  {plain} required\n'
+                    '    user_alice="s3cr3t//x" // a real comment\n'
+                    '    user_bob="bob-secret";\n'
+                    "};\n")
+    config = {"java.security.auth.login.config": str(path)}
+    assert server_jaas_options(config, "SASL_PLAINTEXT", "PLAIN") == {"user_alice": "s3cr3t//x",
+                                                                      "user_bob": "bob-secret"}
+    assert server_jaas_options(config, "SASL_PLAINTEXT", "SCRAM-SHA-256") == {"username": "admin", "password": "a"}
+
+
 def test_settings_that_cannot_work_fail_at_start_naming_the_key():
     with pytest.raises(SecurityConfigError, match="sasl.enabled.mechanisms: GSSAPI"):
         SocketServer(KafkaConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI",

@@ -5,10 +5,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-_SECTION = re.compile(r"([\w.\-]+)\s*\{(.*?)\}\s*;", re.S)
-_MODULE = re.compile(r"([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*?);", re.S)
+# A quoted value is one token, as Java's tokenizer reads JAAS: ";", "}" and "//" may sit inside it.
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_SECTION = re.compile(rf"([\w.\-]+)\s*\{{((?:[^}}\"]|{_QUOTED})*)\}}\s*;", re.S)
+_MODULE = re.compile(rf"([\w.$]+)\s+(required|requisite|sufficient|optional)\b((?:[^;\"]|{_QUOTED})*);", re.S)
 _OPTION = re.compile(r'([\w.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s";]+))')
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_COMMENT = re.compile(rf"({_QUOTED})|//[^\n]*|/\*.*?\*/", re.S)     # a quoted string is kept, not a comment
+_LOGIN_MODULES = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
+                  "SCRAM-SHA-512": "ScramLoginModule"}
 
 
 class JaasConfigError(ValueError):
@@ -37,7 +41,7 @@ def _modules(body: str, where: str) -> list[LoginModule]:
 
 def parse_jaas_file(text: str) -> dict[str, list[LoginModule]]:
     """All sections of a JAAS file: `Name { Module flag k="v" ...; };`."""
-    text = _COMMENT.sub("", text)
+    text = _COMMENT.sub(lambda m: m.group(1) or "", text)
     sections, rest = {}, text
     for m in _SECTION.finditer(text):
         sections[m.group(1)] = _modules(m.group(2), f"section {m.group(1)}")
@@ -68,6 +72,8 @@ def server_jaas_options(config: Mapping[str, object], listener: str, mechanism: 
     with open(str(path), encoding="utf-8") as f:
         sections = parse_jaas_file(f.read())
     for name in (f"{listener.lower()}.KafkaServer", "KafkaServer"):
-        if name in sections:
-            return sections[name][0].options
+        if name in sections:        # one module per mechanism, found by its class name as Kafka does
+            modules = sections[name]
+            wanted = _LOGIN_MODULES.get(mechanism)
+            return next((m for m in modules if m.name.rsplit(".", 1)[-1] == wanted), modules[0]).options
     raise JaasConfigError(f"{path}: no KafkaServer section")

@@ -160,6 +160,15 @@ def print_acls(title: str, resource: Resource, acls) -> None:
     print()
 
 
+def confirm_action(question: str) -> bool:
+    """Kafka's confirmAction: only "y" goes ahead; the end of the input counts as "no"."""
+    try:
+        return input(question).strip().lower() == "y"
+    except EOFError:
+        print()                              # end the question's line
+        return False
+
+
 def execute(backend, args) -> int:
     if args.list:
         targets = resources_of(args) or [None]
@@ -176,8 +185,8 @@ def execute(backend, args) -> int:
             backend.add(resource, acls)
         else:
             what = "the ACLs above" if acls else "all ACLs"
-            if not args.force and input(f"Are you sure you want to remove {what} of resource `{resource}`? "
-                                        "(y/n)").strip().lower() != "y":
+            if not args.force and not confirm_action(f"Are you sure you want to remove {what} of resource "
+                                                     f"`{resource}`? (y/n)"):
                 continue
             backend.remove(resource, acls)
         print_acls("Current ACLs", resource, backend.list(resource)[resource])

@@ -82,8 +82,9 @@ def _batch_lines(entry, deep: bool, print_contents: bool):
            f"crc: {batch.checksum} isvalid: {str(batch.is_valid()).lower()}")
     if not (deep or print_contents):
         return
-    for i, record in enumerate(batch.records(verify=False)):
-        sequence = -1 if batch.base_sequence < 0 else (batch.base_sequence + i) & 0x7FFFFFFF
+    for record in batch.records(verify=False):
+        delta = record.offset - batch.base_offset
+        sequence = -1 if batch.base_sequence < 0 else (batch.base_sequence + delta) & 0x7FFFFFFF
         line = (f"| offset: {record.offset} {record.timestamp_type.config_name}: {record.timestamp} "
                 f"keysize: {-1 if record.key is None else len(record.key)} "
                 f"valuesize: {-1 if record.value is None else len(record.value)} sequence: {sequence} "
@@ -137,7 +138,9 @@ def dump_index(path: str, verify_only: bool = False, sanity_only: bool = False,
     base = offset_from_filename(path)
     is_time_index = path.endswith(TIME_INDEX_FILE_SUFFIX)
     log_path = path[:-len(TIME_INDEX_FILE_SUFFIX if is_time_index else INDEX_FILE_SUFFIX)] + LOG_FILE_SUFFIX
-    index = (TimeIndex if is_time_index else OffsetIndex)(path, base)
+    companion = log_path[:-len(LOG_FILE_SUFFIX)] + INDEX_FILE_SUFFIX
+    index = (TimeIndex if is_time_index else OffsetIndex)(path, base, writable=False)
+    log = offset_index = None
     try:
         if sanity_only:
             try:
@@ -148,9 +151,10 @@ def dump_index(path: str, verify_only: bool = False, sanity_only: bool = False,
             return
         if not verify_only:
             print(f"Dumping {path}", file=out)
-        log = FileRecords.open(log_path, mutable=False) if os.path.exists(log_path) else None
-        companion = log_path[:-len(LOG_FILE_SUFFIX)] + INDEX_FILE_SUFFIX
-        offset_index = OffsetIndex(companion, base) if is_time_index and os.path.exists(companion) else None
+        if os.path.exists(log_path):
+            log = FileRecords.open(log_path, mutable=False)
+        if is_time_index and os.path.exists(companion):
+            offset_index = OffsetIndex(companion, base, writable=False)
         mismatches = []
         for n in range(index.entries):
             entry = index.entry(n)
@@ -169,11 +173,10 @@ def dump_index(path: str, verify_only: bool = False, sanity_only: bool = False,
             print(f"Mismatches in :{path}", file=err)
             for claimed, actual in mismatches:
                 print(f"  Index offset: {claimed}, log offset: {actual}", file=err)
-        for opened in (log, offset_index):
+    finally:
+        for opened in (index, log, offset_index):
             if opened is not None:
                 opened.close()
-    finally:
-        index.close()
 
 
 def _mismatch(log, entry, offset_index, max_message_size) -> int | None:

@@ -124,14 +124,20 @@ def _configs(client, resource_type, name, keys=None, version=2, synonyms=True):
 
 
 def test_describe_topic_configs_with_sources_and_synonyms(client):
-    client.create_topic("described", **{"cleanup_policy": "compact"})
+    client.create_topic("described", cleanup_policy="compact", follower_replication_throttled_replicas="*")
     result, configs = _configs(client, 2, "described")
-    assert result.error_code == 0 and len(configs) == 21
+    assert result.error_code == 0 and len(configs) == 23
     policy, retention = configs["cleanup.policy"], configs["retention.ms"]
     assert (policy.value, policy.config_source, policy.read_only) == ("compact", 1, False)
     assert [(s.name, s.source) for s in policy.synonyms] == [("cleanup.policy", 1), ("log.cleanup.policy", 5)]
     assert (retention.value, retention.config_source) == ("604800000", 5)
     assert [(s.name, s.value) for s in retention.synonyms] == [("log.retention.hours", "168")]
+    # every LogConfig key, as Kafka 0.11+: the throttled-replica lists have no broker synonym
+    leader = configs["leader.replication.throttled.replicas"]
+    follower = configs["follower.replication.throttled.replicas"]
+    assert (leader.value, leader.config_source, leader.synonyms) == ("", 5, [])
+    assert (follower.value, follower.config_source) == ("*", 1)
+    assert [(s.name, s.value, s.source) for s in follower.synonyms] == [(follower.name, "*", 1)]
     _, v0 = _configs(client, 2, "described", ["segment.bytes", "cleanup.policy"], version=0)
     assert {n: c.is_default for n, c in v0.items()} == {"segment.bytes": True, "cleanup.policy": False}
 

@@ -6,9 +6,13 @@ import re
 
 from _logtest_util import legacy_message, legacy_wrapper
 
+from kafka_edu.common.record.memory_records import MemoryRecordsBuilder
 from kafka_edu.common.utils.time import MockTime
 from kafka_edu.server.log.log import Log
+from kafka_edu.server.log.log_cleaner import CleanerConfig
 from kafka_edu.server.log.log_config import LogConfig
+from kafka_edu.server.log.log_manager import LogManager
+from kafka_edu.server.utils.scheduler import MockScheduler
 from kafka_edu.tools.cli import main
 
 
@@ -53,6 +57,34 @@ def test_log_dump_shallow_and_deep(tmp_path, capsys):
     assert out[13].endswith("key: null payload: inner-1")
 
 
+def test_sequence_is_base_sequence_plus_offset_delta_after_compaction(tmp_path, capsys):
+    """Kafka's DefaultRecord.sequence(): the cleaner drops the first record of an idempotent batch but keeps
+    its base offset and base sequence, so the survivors are not numbered by their place in the batch."""
+    clock = MockTime(start_ms=1_700_000_000_000)
+    config = LogConfig.from_props({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01})
+    manager = LogManager([str(tmp_path / "d")], config, scheduler=MockScheduler(clock), time=clock,
+                         cleaner_config=CleanerConfig(dedupe_buffer_size=24 * 4096))
+    try:
+        log = manager.create_log("t", 0)
+        builder = MemoryRecordsBuilder(2, producer_id=7, producer_epoch=3, base_sequence=10)
+        for key in (b"a", b"a", b"b"):                        # offsets 0-2, sequences 10-12
+            builder.append(1000, key, b"v")
+        log.append(bytes(builder.build()))
+        log.roll()
+        active = MemoryRecordsBuilder(2)
+        active.append(1000, b"z", b"v")
+        log.append(bytes(active.build()))
+        assert manager.cleaner.clean_once()                  # offset 0 (the first "a") goes
+    finally:
+        manager.shutdown()
+    segment = tmp_path / "d" / "t-0" / "00000000000000000000.log"
+    status, out, err = dump(capsys, "--deep-iteration", "--files", str(segment))
+    assert status == 0 and err == []
+    assert "baseSequence: 10 lastSequence: 12" in out[2]
+    assert [re.search(r"^\| offset: (\d+) .* sequence: (\d+) ", line).groups() for line in out[3:]] == \
+        [("1", "11"), ("2", "12")]
+
+
 def test_invalid_bytes_and_gaps_are_reported(tmp_path, capsys):
     directory = make_log(tmp_path)
     path = directory / "00000000000000000000.log"
@@ -88,3 +120,20 @@ def test_index_dump_verification_and_sanity(tmp_path, capsys):
     status, out, err = dump(capsys, "--files", str(timeindex))
     assert out[0] == f"Dumping {timeindex}" and out[-1].startswith("timestamp: ") and err == []
     assert os.path.getsize(directory / "00000000000000000000.log") > 0
+
+
+def test_index_dump_only_reads(tmp_path, capsys):
+    """The tool only reads an index: a missing path is one "Could not dump" line, not a new empty index
+    file, and a torn last entry is left as it is (the broker's close would trim it)."""
+    missing = tmp_path / "00000000000000000042.index"
+    status, out, err = dump(capsys, "--files", str(missing))
+    assert (status, out) == (1, []) and not missing.exists()
+    assert err == [f"Could not dump {missing}: [Errno 2] No such file or directory: '{missing}'"]
+    torn = tmp_path / "00000000000000000000.index"
+    data = bytes([0, 0, 0, 5, 0, 0, 0, 16, 0, 0, 0])        # offset 5 at position 16, then 3 bytes
+    torn.write_bytes(data)
+    status, out, err = dump(capsys, "--files", str(torn))
+    assert (status, out, err) == (0, [f"Dumping {torn}", "offset: 5 position: 16"], [])
+    status, out, err = dump(capsys, "--index-sanity-check", "--files", str(torn))
+    assert err[0].startswith(f"{torn} failed sanity check")
+    assert torn.read_bytes() == data

@@ -243,6 +243,21 @@ def test_deny_then_remove_through_the_tool(granted):
         wait_for(lambda: fetch(bob) == 0)
 
 
+def test_remove_without_force_at_the_end_of_input_removes_nothing():
+    """A script with standard input closed gets a "no", not a traceback; only "y" removes."""
+    topic = ["--topic", "unconfirmed"]
+    assert kafka_edu([*ZK, "--add", "--allow-principal", "User:alice", "--operation", "Read", *topic]) == 0
+    try:
+        for answer in (b"", b"n\n"):
+            status, out, err = run_captured([*ZK, "--remove", *topic], answer)
+            assert (status, err) == (0, "") and out.startswith("Are you sure you want to remove all ACLs"), out
+            assert "User:alice" in run_captured([*ZK, "--list", *topic])[1]
+        status, out, err = run_captured([*ZK, "--remove", *topic], b"y\n")
+        assert status == 0 and "User:alice" not in run_captured([*ZK, "--list", *topic])[1]
+    finally:
+        kafka_edu([*ZK, "--remove", "--force", *topic])
+
+
 def test_real_clients(granted):
     from kafka_edu.clients.producer.kafka_producer import KafkaProducer
     byte_array = "kafka_edu.clients.producer.serializers.ByteArraySerializer"

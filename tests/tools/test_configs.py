@@ -221,6 +221,28 @@ def test_describe_and_alter_over_the_wire(tmp_path):
         assert broker.stop() == 0
 
 
+def test_wire_alter_keeps_the_throttled_replica_lists(zookeeper, tmp_path):
+    """The tool merges into what DescribeConfigs reports; the broker reports every topic-level key, so the
+    throttle lists `reassign-partitions --throttle` writes survive an unrelated alter over the wire."""
+    connect = f"{zookeeper.connect}/wire-{uuid.uuid4().hex[:8]}"
+    broker = BrokerProcess(tmp_path, zookeeper_connect=connect).start()
+    zk_utils = ZkUtils(create_zk_client({"zookeeper.connect": connect}))
+    wire = ["--bootstrap-server", broker.bootstrap, "--entity-type", "topics", "--entity-name", "wt"]
+    throttled = {"leader.replication.throttled.replicas": "0:0", "retention.ms": "100000"}
+    try:
+        with ClusterAdmin(broker.bootstrap) as admin:
+            assert admin.create_topics([NewTopic("wt", 1, 1)]) == {"wt": None}
+        assert configs("--zookeeper", connect, "--entity-type", "topics", "--entity-name", "wt", "--alter",
+                       "--add-config", ",".join(f"{k}={v}" for k, v in throttled.items()))[0] == 0
+        assert configs(*wire, "--describe")[1] == \
+            "Configs for topics:wt are leader.replication.throttled.replicas=0:0,retention.ms=100000\n"
+        assert configs(*wire, "--alter", "--add-config", "segment.ms=600000")[0] == 0
+        assert zk_utils.fetch_entity_config("topics", "wt") == {**throttled, "segment.ms": "600000"}
+    finally:
+        zk_utils.zk.close()
+        assert broker.stop() == 0
+
+
 BYTES = "kafka_edu.clients.producer.serializers.ByteArraySerializer"
 
 

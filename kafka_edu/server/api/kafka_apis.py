@@ -499,14 +499,17 @@ def _topic_configs(self, topic: str, synonyms: bool) -> list[dict]:
     overrides = self.zk_utils.fetch_entity_config(CONFIG_TYPE_TOPIC, topic)
     effective = topic_log_config(self.replica_manager.default_log_config, overrides, topic).to_props()
     entries = []
-    for name, broker_keys in sorted(TOPIC_CONFIG_SYNONYMS.items()):
+    for name in sorted(effective):
+        broker_keys = TOPIC_CONFIG_SYNONYMS.get(name, ())     # none for the throttled-replica lists
         chain = [(name, overrides[name], TOPIC_CONFIG_SOURCE)] if name in overrides else []
         chain += [(key, self.config[key], STATIC_BROKER_CONFIG_SOURCE)
                   for key in broker_keys if key in self.config.originals]
-        default_key = next((k for k in reversed(broker_keys) if KAFKA_CONFIG_DEF.keys[k].default is not None),
-                           broker_keys[0])
-        chain.append((default_key, KAFKA_CONFIG_DEF.keys[default_key].default, DEFAULT_CONFIG_SOURCE))
-        entries.append(self._config_entry(name, effective[name], chain[0][2], False, chain if synonyms else []))
+        if broker_keys:
+            default_key = next((k for k in reversed(broker_keys) if KAFKA_CONFIG_DEF.keys[k].default is not None),
+                               broker_keys[0])
+            chain.append((default_key, KAFKA_CONFIG_DEF.keys[default_key].default, DEFAULT_CONFIG_SOURCE))
+        source = chain[0][2] if chain else DEFAULT_CONFIG_SOURCE
+        entries.append(self._config_entry(name, effective[name], source, False, chain if synonyms else []))
     return entries
 
 def _broker_configs(self, synonyms: bool) -> list[dict]:

@@ -15,13 +15,14 @@ class AbstractIndex:
 
     ENTRY_SIZE = 0
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = -1):
+    def __init__(self, path: str, base_offset: int, max_index_size: int = -1, writable: bool = True):
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
+        self.writable = writable               # False: a tool that reads, never creates, resizes or trims
         self._lock = threading.RLock()
-        is_new = not os.path.exists(path)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        is_new = writable and not os.path.exists(path)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if writable else os.open(path, os.O_RDONLY)
         try:
             if is_new:
                 if max_index_size < self.ENTRY_SIZE:
@@ -43,7 +44,11 @@ class AbstractIndex:
         return n - n % self.ENTRY_SIZE
 
     def _map(self, length: int):
-        return mmap.mmap(self._fd, length) if length else None
+        if not length:
+            return None
+        if not self.writable:       # a copy: a broker trimming the file cannot pull it from under a reader
+            return os.pread(self._fd, length, 0)
+        return mmap.mmap(self._fd, length)
 
     # --- sizes --------------------------------------------------------------------------------
     @property
@@ -163,10 +168,11 @@ def close(self) -> None:
     with self._lock:
         if self._fd < 0:
             return
-        self.trim_to_valid_size()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        if self.writable:
+            self.trim_to_valid_size()
+            if self._mmap is not None:
+                self._mmap.close()
+        self._mmap = None
         os.close(self._fd)
         self._fd = -1
 

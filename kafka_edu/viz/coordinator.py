@@ -100,8 +100,8 @@ def _key(key) -> str:
 
 
 def coordinator_figure(coordinator: GroupCoordinator, scheduler=None) -> graphviz.Digraph:
-    """Figure 4-72 from a live coordinator: its manager with the cached groups, its two purgatories
-    with what they watch, and the manager's scheduled tasks."""
+    """Figures 4-68 and 4-72 from a live coordinator: its settings, its manager with the offset settings
+    and the cached groups, its two purgatories with what they watch, and the manager's scheduled tasks."""
     dot = graphviz.Digraph("coordinator", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.2"},
                            node_attr={"fontname": "Helvetica", "fontsize": "9", "shape": "box", "style": "rounded"},
                            edge_attr={"arrowsize": "0.6", "fontname": "Helvetica", "fontsize": "8"})
@@ -113,7 +113,10 @@ def coordinator_figure(coordinator: GroupCoordinator, scheduler=None) -> graphvi
     manager = coordinator.group_manager
     groups = [f"{g.group_id}: {g.state.value}, generation {g.generation_id}, members "
               f"{', '.join(sorted(g.members)) or '-'}" for g in sorted(manager.current_groups(), key=lambda g: g.group_id)]
-    dot.node("manager", "GroupMetadataManager\\nowned partitions " + str(sorted(manager.owned)) + "\\n"
+    offsets = manager.config
+    dot.node("manager", "GroupMetadataManager\\nowned partitions " + str(sorted(manager.owned))
+                        + f" of {offsets.offsets_topic_num_partitions}\\noffsets kept "
+                        f"{offsets.offsets_retention_ms // 60_000} min, commits wait {offsets.offset_commit_timeout_ms} ms\\n"
                         + "\\n".join(html.escape(line) for line in groups or ["no groups"])
                         + f"\\n{len(manager.offsets)} offsets cached")
     dot.edge("coordinator", "manager", label=" groupManager")

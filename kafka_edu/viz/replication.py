@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0502_replica_fetcher.ipynb 003938eb
 import html
+import os
 
 import graphviz
 
@@ -114,4 +115,63 @@ def leader_epoch_logs_figure(replica_managers, topic: str, partition: int, title
         cache = ", ".join(f"{e.epoch}@{e.start_offset}" for e in replica.epochs.entries()) or "empty"
         rows.append(f'<tr><td colspan="3">epoch cache: {html.escape(cache)}</td></tr>')
         dot.node(f"broker{rm.broker_id}", f'<<table border="0" cellborder="1" cellspacing="0">{"".join(rows)}</table>>')
+    return dot
+
+
+# %% book/ch4_server/0502_replica_fetcher.ipynb f6e2b931
+_REPLICA_MANAGER_TASKS = ("highwatermark-checkpoint", "isr-change-propagation", "isr-expiration")
+
+
+def _name(key) -> str:
+    """`("orders", 0)` -> `orders-0`: how partitions (and purgatory keys) are written in the figures."""
+    return "-".join(map(str, key)) if isinstance(key, tuple) else str(key)
+
+
+def _panel(dot: graphviz.Digraph, node: str, title: str, lines, color: str = "#f4f4f4") -> None:
+    rows = [f'<tr><td bgcolor="{color}"><b>{html.escape(title)}</b></td></tr>']
+    rows += [_row([line]) for line in lines]
+    dot.node(node, f'<<table border="0" cellborder="1" cellspacing="0">{"".join(rows)}</table>>')
+
+
+def replica_manager_figure(replica_manager) -> graphviz.Digraph:
+    """Figure 4-48 from a live broker: the ReplicaManager and the state of each of its parts now
+    (nothing that depends on a clock, so that the same moment always draws the same figure)."""
+    rm = replica_manager
+    dot = graphviz.Digraph(f"replica_manager_{rm.broker_id}", graph_attr=_GRAPH, node_attr=_NODE,
+                           edge_attr={"fontname": "Helvetica", "fontsize": "9"})
+    changes = ", ".join(sorted(map(_name, rm.isr_change_set))) or "none"
+    _panel(dot, "manager", "ReplicaManager", [
+        f"local broker id {rm.broker_id}, controller epoch {rm.controller_epoch}",
+        f"ISR expands {rm.isr_expands}, shrinks {rm.isr_shrinks}",
+        f"ISR changes not yet propagated: {changes}"], "#ffd27f")
+    logs = sorted(os.path.basename(log.dir) for log in rm.log_manager.all_logs())
+    _panel(dot, "log_manager", "LogManager", [
+        "log dirs " + ", ".join(os.path.basename(d) for d in rm.log_manager.log_dirs), f"logs {', '.join(logs) or '-'}"])
+    tasks = sorted({name for _, name in rm.scheduler.pending() if name in _REPLICA_MANAGER_TASKS})
+    _panel(dot, "scheduler", "scheduler: replication tasks", tasks or ["none scheduled"])
+    checkpoints = [f"{os.path.basename(d)}/{os.path.basename(c.path)}" for d, c in sorted(rm.high_watermark_checkpoints.items())]
+    _panel(dot, "checkpoints", "high_watermark_checkpoints", checkpoints)
+    rows = ['<tr><td colspan="6" bgcolor="#dde8f5"><b>all_partitions</b></td></tr>',
+            _row(["partition", "role", "leader epoch", "ISR", "LEO", "HW"], bold=True)]
+    for tp, part in sorted(rm.all_partitions.items()):
+        local = part.local_replica
+        role = "leader" if part.leader_replica_id == rm.broker_id else f"follower of {part.leader_replica_id}"
+        rows.append(_row([_name(tp), role, part.leader_epoch, sorted(part.in_sync_replicas),
+                          local.log_end_offset if local else "-", part.high_watermark]))
+    dot.node("partitions", f'<<table border="0" cellborder="1" cellspacing="0">{"".join(rows)}</table>>')
+    fetchers = rm.replica_fetcher_manager
+    threads = [f"{thread.name} from broker {key.broker.id}: "
+               + ", ".join(f"{_name(tp)} at {state.offset}" for tp, state in sorted(thread.fetch_states().items()))
+               for key, thread in sorted(fetchers.fetcher_thread_map.items())]
+    _panel(dot, "fetchers", "ReplicaFetcherManager" + (" (paused)" if fetchers.paused else ""),
+           threads or ["no fetcher threads"], "#e6f2e6")
+    for node, purgatory in (("produce", rm.delayed_produce_purgatory), ("fetch", rm.delayed_fetch_purgatory)):
+        watched = [f"{_name(key)}: {count} watched" for key, count in
+                   sorted(purgatory.watch_counts().items(), key=lambda item: _name(item[0]))]
+        _panel(dot, node, f"{purgatory.purgatory_name} purgatory: {purgatory.delayed()} delayed",
+               watched or ["nothing watched"], "#fff2c6")
+    for node, field in (("log_manager", "log_manager"), ("scheduler", "scheduler"), ("partitions", "all_partitions"),
+                        ("fetchers", "replica_fetcher_manager"), ("produce", "delayed_produce_purgatory"),
+                        ("fetch", "delayed_fetch_purgatory"), ("checkpoints", "high_watermark_checkpoints")):
+        dot.edge("manager", node, label=field)
     return dot

@@ -40,6 +40,10 @@ class _TaskQueue:
     def pop(self) -> _Task:
         return heapq.heappop(self._heap)[2]
 
+    def pending(self) -> list[tuple[int, str]]:
+        """(due time, name) of every waiting task, earliest first: what a figure shows of a scheduler."""
+        return sorted((due, task.name) for due, _, task in self._heap)
+
     def __len__(self) -> int:
         return len(self._heap)
 
@@ -97,6 +101,10 @@ class KafkaScheduler:
                                            task.period_ms))
             task.run()
 
+    def pending(self) -> list[tuple[int, str]]:
+        with self._condition:
+            return self._queue.pending()
+
     def shutdown(self) -> None:
         """Stop the threads; tasks not yet started never run."""
         with self._condition:
@@ -135,7 +143,7 @@ class MockScheduler:
         return ran
 
     def pending(self) -> list[tuple[int, str]]:
-        return sorted((due, task.name) for due, _, task in self._queue._heap)
+        return self._queue.pending()
 
     def shutdown(self) -> None:
         self.is_started = False

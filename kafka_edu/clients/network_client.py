@@ -257,7 +257,7 @@ def send_internal(self, request: ClientRequest, now: int) -> None:
     if version is None:
         known = self.api_versions.get(node)
         version = known.latest_usable_version(request.api_key) if known else request.api_key.max_version
-    self._correlation += 1
+    self._correlation = (self._correlation + 1) & 0x7FFFFFFF     # an int32 on the wire, wrapping as Java's does
     header = RequestHeader(request.api_key, version, self._correlation, self.client_id)
     frame = encode_request(header, request.body_for(version))
     request.header, request.send_ms = header, now
@@ -294,10 +294,8 @@ def _handle_completed_receives(self, responses: list, errors: list, now: int) ->
             log.error("closing the connection to node %s: %s", node, exc)
             errors.append(exc)
             broken.add(node)
-            if request is not None:
-                responses.append(ClientResponse(request, now, disconnected=True))
             self.selector.close(node)
-            self._process_disconnection(responses, node, now)
+            self._process_disconnection(responses, node, now, request)
             continue
         if request.internal and request.api_key == ApiKeys.METADATA:
             self.metadata_updater.handle_response(request, body, now)
@@ -339,10 +337,13 @@ def _handle_disconnections(self, responses: list, now: int) -> None:
     if self.selector.disconnected:
         self.metadata_updater.request_update()
 
-def _process_disconnection(self, responses: list, node: str, now: int) -> None:
+def _process_disconnection(self, responses: list, node: str, now: int, failed: ClientRequest | None = None) -> None:
+    """Everything in flight to `node` ends as a disconnection, with `failed`, the request whose answer
+    broke the connection (already taken from the in-flight queue): a Metadata one among them must
+    release the updater, or no metadata is ever fetched again."""
     self.connection_states.disconnected(node, now)
     self.api_versions.pop(node, None)
-    for request in self.in_flight_requests.clear_all(node):
+    for request in ([failed] if failed is not None else []) + list(self.in_flight_requests.clear_all(node)):
         if not request.internal:
             responses.append(ClientResponse(request, now, disconnected=True))
         elif request.api_key == ApiKeys.METADATA:

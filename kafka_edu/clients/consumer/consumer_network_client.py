@@ -15,6 +15,7 @@ from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.common.cluster import Node
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.common.protocol.types import ProtocolError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
 
@@ -346,10 +347,15 @@ class ConsumerNetworkClient(_Wakeups, _RequestFailures, _Waiting):
         for node_id, requests in list(self.unsent.items()):
             node = self._nodes[node_id]
             while requests and self.client.ready(node, now):
-                self.client.send(requests.pop(0), now)
+                request = requests.pop(0)
+                try:
+                    self.client.send(request, now)
+                except (KafkaError, ProtocolError) as exc:   # no usable version, a body that cannot encode:
+                    request.callback.raise_error(exc)       # its future fails, it is not lost
+                    continue
                 sent = True
             if not requests:
-                del self.unsent[node_id]
+                self.unsent.pop(node_id, None)            # a failure listener may have emptied it already
         return sent
 
     @synchronized

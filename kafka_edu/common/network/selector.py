@@ -108,8 +108,11 @@ class KSelector:
         self._wakeup.wakeup()
 
     def close(self, id: str | None = None) -> None:
-        """Close one connection (not reported in `disconnected`: the caller knows), or all of them."""
+        """Close one connection (not reported in `disconnected`: the caller knows), or all of them. Frames
+        already read from it are dropped: the caller gave up on its requests, and their answers must not
+        turn up on the next poll (0.10: `stagedReceives.remove`)."""
         if id is not None:
+            self._staged.pop(id, None)
             channel = self.channels.get(id)
             if channel is not None:
                 self._close_channel(channel)

@@ -45,6 +45,13 @@ def collides(a: str, b: str) -> bool:
     return a != b and a.replace(".", "_") == b.replace(".", "_")
 
 
+def refuse_collisions(topic: str, existing) -> None:
+    clashing = sorted(t for t in existing if collides(topic, t))
+    if clashing:
+        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
+                         f"Topic '{topic}' collides with existing topics: {', '.join(clashing)}")
+
+
 # %% book/ch4_server/0609_admin_manager.ipynb 1f46ddb4
 @dataclass(frozen=True)
 class NewTopic:
@@ -162,6 +169,7 @@ class _AdminManagerCore:
         whose cache has not heard of it yet may try to auto-create it)."""
         if self.zk_utils.zk.exists(topic_path(topic)):
             raise AdminError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+        refuse_collisions(topic, self.zk_utils.get_all_topics())   # read now: the request's earlier topics count
         self.zk_utils.update_persistent_path(entity_config_path(CONFIG_TYPE_TOPIC, topic), entity_config_json(configs))
         try:
             self.zk_utils.create_topic_assignment(topic, assignment)
@@ -177,10 +185,7 @@ class _TopicCreation:
         validate_topic_name(topic.name)
         if topic.name in existing:
             raise AdminError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
-        clashing = sorted(t for t in existing if collides(topic.name, t))
-        if clashing:
-            raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
-                             f"Topic '{topic.name}' collides with existing topics: {', '.join(clashing)}")
+        refuse_collisions(topic.name, existing)
         configs = self.validate_configs(topic.configs)
         if topic.assignments:
             if topic.num_partitions != -1 or topic.replication_factor != -1:

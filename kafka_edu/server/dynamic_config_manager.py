@@ -66,7 +66,10 @@ class DynamicConfigManager:
         with self._lock:
             now = self.time.milliseconds()
             for child in sorted(c for c in children if c.startswith(ENTITY_CONFIG_CHANGE_PREFIX)):
-                sequence = int(child[len(ENTITY_CONFIG_CHANGE_PREFIX):])
+                suffix = child[len(ENTITY_CONFIG_CHANGE_PREFIX):]
+                if not suffix.isdigit():            # not a sequential notification: someone else's node
+                    continue
+                sequence = int(suffix)
                 path = f"{ENTITY_CONFIG_CHANGES_PATH}/{child}"
                 data, stat = self.zk_utils.read_data_maybe_null(path)
                 if sequence > self.last_executed_change and data is not None:
@@ -76,15 +79,18 @@ class DynamicConfigManager:
                     self._purge(path)
 
     def _process(self, child: str, data: bytes) -> None:
+        """A malformed change is skipped: it must not hold back every later one, nor the next start-up."""
         try:
             change = decode_json(data)
             entity_type, name = change["entity_type"], change["entity_name"]
+            handler = self.handlers.get(entity_type)
+            if handler is None:
+                return
+            overrides = self.zk_utils.fetch_entity_config(entity_type, name)   # a name that is no path: ValueError
         except (ValueError, TypeError, KeyError):
             log.error("ignoring the malformed config change %s: %r", child, data)
             return
-        handler = self.handlers.get(entity_type)
-        if handler is not None:
-            handler.process_config_changes(name, self.zk_utils.fetch_entity_config(entity_type, name))
+        handler.process_config_changes(name, overrides)
 
     def _purge(self, path: str) -> None:
         try:

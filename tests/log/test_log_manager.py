@@ -65,6 +65,20 @@ def test_a_malformed_recovery_checkpoint_means_recovery_from_zero_not_a_failed_s
     restarted.shutdown()
 
 
+def test_a_start_that_fails_loading_logs_leaves_nothing_open_or_locked(tmp_path, clock):
+    manager = manager_for([tmp_path / "d"], clock)
+    fill(manager.create_log("good", 0), 5)
+    manager.shutdown()
+    (tmp_path / "d" / "stray").mkdir()                  # not <topic>-<partition>: loading fails
+    with pytest.raises(ValueError, match="is not <topic>-<partition>"):
+        manager_for([tmp_path / "d"], clock)
+    still_open = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}") and str(tmp_path) in os.readlink(f"/proc/self/fd/{fd}")]
+    assert still_open == []
+    (tmp_path / "d" / "stray").rmdir()                  # fixed: the same process starts it again
+    manager_for([tmp_path / "d"], clock).shutdown()
+
+
 def test_16_clean_shutdown_skips_recovery(tmp_path, clock, monkeypatch):
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = manager_for(dirs, clock)

@@ -1,13 +1,17 @@
 """ZkClient behaviour, identical on the embedded backend and on a real ZooKeeper through kazoo."""
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
+from external import four_letter
+from kazoo.client import KazooClient
 
+from kafka_edu.server.zk.kazoo_backend import KazooZkClient
 from kafka_edu.server.zk.zk_client import (
     BadArgumentsError, BadVersionError, ClientClosedError, EventType, NoChildrenForEphemeralsError,
-    NodeExistsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent)
+    NodeExistsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent, ZkError)
 
 from _zktest_util import expire, wait_for
 
@@ -274,3 +278,28 @@ def test_concurrent_compare_and_set_loses_no_update(zk_cluster):
     total = len(threads) * increments
     data, stat = clients[0].get("/counter")
     assert int(data) == total and stat.version == total
+
+
+def test_a_chroot_that_cannot_be_created_leaves_no_session_or_thread(zookeeper):
+    """A broker pointed at 'host:port/eph/kafka', where /eph is ephemeral, fails to start: the kazoo
+    session it opened, and the threads around it, must not outlive the failure."""
+    holder = KazooClient(hosts=zookeeper.connect)
+    holder.start(10)
+    holder.create(f"/eph-{os.getpid()}", b"", ephemeral=True)
+    try:
+        threads = set(threading.enumerate())
+        sessions = alive_connections(zookeeper)
+        with pytest.raises(ZkError):
+            KazooZkClient(f"{zookeeper.connect}/eph-{os.getpid()}/kafka", connection_timeout_ms=10_000)
+        wait_for(lambda: alive_connections(zookeeper) == sessions and
+                 not [t for t in set(threading.enumerate()) - threads if t.is_alive()],
+                 "the failed client's session and threads to go", timeout_s=10)
+    finally:
+        holder.stop()
+        holder.close()
+
+
+def alive_connections(zookeeper) -> int:
+    stats = four_letter(zookeeper.port, b"mntr", 65536).decode()
+    return int(next(line.split()[1] for line in stats.splitlines() if line.startswith("zk_num_alive_connections")))
+

@@ -59,7 +59,11 @@ class _Logs:
         self._dir_locks = self._lock_log_dirs()
         self.recovery_point_checkpoints = {
             d: OffsetCheckpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)) for d in self.log_dirs}
-        self._load_logs()
+        try:
+            self._load_logs()
+        except BaseException:       # a failed start leaves nothing open or locked: fixed, it can start again
+            self.halt()
+            raise
 
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)

@@ -80,11 +80,15 @@ class KazooZkClient(ZkClient):
             self._closed = True
             self._events.stop()
             raise ConnectionLossError(f"cannot connect to ZooKeeper at {self._hosts}: {exc}") from exc
-        if self.chroot:
-            with translated(self.chroot):
-                self._kazoo.ensure_path(self.chroot)
-            self._kazoo.chroot = self.chroot   # from now on every path is relative to it
-        self._await_first_connected(self._connect_timeout_s)
+        try:
+            if self.chroot:
+                with translated(self.chroot):
+                    self._kazoo.ensure_path(self.chroot)
+                self._kazoo.chroot = self.chroot   # from now on every path is relative to it
+            self._await_first_connected(self._connect_timeout_s)
+        except BaseException:                  # a failed start leaves no session and no thread behind
+            self.close()
+            raise
 
     @property
     def session_id(self) -> int:

@@ -31,7 +31,7 @@ def data_loss_message(tp: TopicPartition, start: int, end: int, why: str) -> str
 def report_data_loss(fail: bool, message: str) -> None:
     if fail:
         raise DataLossError(message)
-    log.warning("%s Skipping them (failOnDataLoss=false).", message.split(". Some data")[0])
+    log.warning("%s. Skipping them (failOnDataLoss=false).", message.split(". Some data")[0])
 
 
 # %% book/ch6_spark/0200_arrow_fetch.ipynb 2e34e94b
@@ -92,7 +92,13 @@ def read_range(self, tp: TopicPartition, start: int, until: int, fail_on_data_lo
     """Arrow batches of the records of `tp` in [start, until), one per Fetch round."""
     offset = start
     while offset < until:
-        error, answer = self.fetch(tp, offset)
+        try:
+            error, answer = self.fetch(tp, offset)
+        except KafkaError as e:                            # unknown until the deadline: the topic was deleted
+            if e.error is not Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            report_data_loss(fail_on_data_loss, data_loss_message(tp, offset, until, "the partition no longer exists"))
+            return
         log_start = getattr(answer, "log_start_offset", -1)
         if error is Errors.OFFSET_OUT_OF_RANGE:
             earliest = self.admin.list_offsets({tp: -2})[tp].offset

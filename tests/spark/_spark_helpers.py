@@ -1,4 +1,5 @@
-"""What the Spark tests share besides fixtures: the Spark requirement and an in-process broker.
+"""What the Spark tests share besides fixtures: the Spark requirement, an in-process broker and
+deleting a topic.
 
 Test modules import these from here, never from conftest (several conftest modules exist, and
 which one `import conftest` finds depends on the order pytest loaded them)."""
@@ -8,7 +9,8 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from external import require
+from external import require, wait_for
+from kafka_edu.clients.admin import ClusterAdmin, UnknownTopicOrPartitionError
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.kafka_server import KafkaServer
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
@@ -32,3 +34,17 @@ def start_broker(log_dir: Path, port: int = 0, embedded_zookeeper: EmbeddedZooKe
                          embedded_zookeeper=embedded_zookeeper or EmbeddedZooKeeper())
     server.startup()
     return server
+
+
+def delete_topic(servers: str, name: str) -> None:
+    """Delete a topic and wait until metadata no longer lists it."""
+    with ClusterAdmin(servers) as admin:
+        admin.delete_topics([name])
+
+        def gone() -> bool:
+            try:
+                admin.describe_topics([name])
+            except UnknownTopicOrPartitionError:
+                return True
+            return False
+        wait_for(gone, timeout=30, what=f"{name} deleted")

@@ -20,7 +20,7 @@ _topics = itertools.count()
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     logging.getLogger("kafka_edu").setLevel(logging.WARNING)
-    server = start_broker(tmp_path_factory.mktemp("spark-broker"))
+    server = start_broker(tmp_path_factory.mktemp("spark-broker"), **{"delete.topic.enable": "true"})
     yield server
     server.shutdown()
 
@@ -41,9 +41,10 @@ def spark():
 
 @pytest.fixture
 def topic(servers):
-    """A factory: a new topic with `partitions` partitions (and topic configs), named uniquely."""
-    def create(partitions: int = 1, **configs) -> str:
-        name = f"spark-{next(_topics)}"
+    """A factory: a new topic with `partitions` partitions (and topic configs), named uniquely unless
+    `name` recreates a deleted one."""
+    def create(partitions: int = 1, name: str | None = None, **configs) -> str:
+        name = name or f"spark-{next(_topics)}"
         with ClusterAdmin(servers) as admin:
             admin.create_topics([NewTopic(name, partitions, 1, configs={k.replace("_", "."): str(v) for k, v in configs.items()})])
         return name

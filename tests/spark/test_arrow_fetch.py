@@ -1,5 +1,5 @@
 """Record batches decoded straight into Arrow columns, and the fetch loop of one Spark task:
-data loss after retention, and a broker that goes away in the middle of a range."""
+data loss after retention or a topic deletion, and a broker that goes away in the middle of a range."""
 from __future__ import annotations
 
 import logging
@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from _spark_helpers import BYTES, start_broker
+from _spark_helpers import BYTES, delete_topic, start_broker
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
@@ -104,6 +104,25 @@ def test_offsets_lost_to_retention_fail_or_are_skipped(broker, servers, topic, p
             batches = list(reader.read_range(tp, 0, 40, fail_on_data_loss=False))
         assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(earliest, 40))
         assert f"Cannot fetch offsets [0, {earliest}) of {name}-0" in caplog.text
+    finally:
+        reader.close()
+
+
+def test_range_of_a_deleted_topic_fails_or_is_skipped(servers, topic, produce, caplog):
+    """Deleted after the range was planned: still unknown at the deadline, the range is data loss
+    (Spark's failOnDataLoss names deleted topics), not a plain KafkaError."""
+    name = topic(1)
+    produce(name, [b"v%d" % i for i in range(5)], partition=0)
+    delete_topic(servers, name)
+    tp = TopicPartition(name, 0)
+    reader = OffsetRangeReader(servers, {"request.timeout.ms": "1500", "retry.backoff.ms": "50"})
+    try:
+        with pytest.raises(DataLossError) as e:
+            list(reader.read_range(tp, 0, 5))
+        assert f"Cannot fetch offsets [0, 5) of {name}-0: the partition no longer exists" in str(e.value)
+        with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.offset_range_reader"):
+            assert list(reader.read_range(tp, 2, 5, fail_on_data_loss=False)) == []
+        assert f"of {name}-0: the partition no longer exists. Skipping them (failOnDataLoss=false)" in caplog.text
     finally:
         reader.close()
 

@@ -59,7 +59,8 @@ def produce(servers):
     def send(topic: str, values, partition: int | None = None, keys=None, headers=None, timestamps=None):
         if not producers:
             producers.append(KafkaProducer({"bootstrap.servers": servers, "key.serializer": BYTES,
-                                            "value.serializer": BYTES, "linger.ms": 2}))
+                                            "value.serializer": BYTES, "linger.ms": 2,
+                                            "retries": 10}))   # a topic just created may not be hosted yet
         producer = producers[0]
         for i, value in enumerate(values):
             producer.send(topic, value, keys[i] if keys else None, partition,

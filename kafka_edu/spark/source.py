@@ -9,44 +9,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
-                                    DataSourceStreamArrowWriter, InputPartition, WriterCommitMessage)
+                                    DataSourceStreamArrowWriter, WriterCommitMessage)
 
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
 from kafka_edu.spark.arrow_records import spark_schema
-from kafka_edu.spark.kafka_offset_reader import KafkaOffsetReader, OffsetRange, offset_ranges
-from kafka_edu.spark.offset_range_reader import OffsetRangeReader, data_loss_message, report_data_loss
+from kafka_edu.spark.input_partitions import KafkaInputPartition, plan_partitions, read_partition
+from kafka_edu.spark.kafka_offset_reader import KafkaOffsetReader, OffsetRange
 from kafka_edu.spark.options import EARLIEST, LATEST, KafkaSinkOptions, KafkaSourceOptions
-
-
-class KafkaInputPartition(InputPartition):
-    """One Spark partition: an offset range."""
-
-    def __init__(self, index: int, offset_range: OffsetRange):
-        super().__init__(index)
-        self.range = offset_range
-
-    def __repr__(self) -> str:
-        return f"KafkaInputPartition({self.value}, {self.range})"
-
-
-def read_partition(options: KafkaSourceOptions, partition: KafkaInputPartition):
-    """What every task runs: its range fetched and decoded into Arrow batches."""
-    r = partition.range
-    reader = OffsetRangeReader(options.bootstrap_servers, options.params)
-    try:
-        yield from reader.read_range(r.topic_partition, r.from_offset, r.until_offset,
-                                     options.fail_on_data_loss, options.include_headers)
-    finally:
-        reader.close()
-
-
-def plan_partitions(options: KafkaSourceOptions, start: dict, end: dict) -> list[KafkaInputPartition]:
-    """Offset ranges as input partitions; a range that ends before it starts lost its data."""
-    for tp in sorted(end):
-        if tp in start and end[tp] < start[tp]:
-            report_data_loss(options.fail_on_data_loss, data_loss_message(
-                tp, end[tp], start[tp], f"the log now ends at offset {end[tp]}, before {start[tp]}"))
-    return [KafkaInputPartition(i, r) for i, r in enumerate(offset_ranges(start, end, options.min_partitions))]
 
 
 class KafkaBatchReader(DataSourceReader):

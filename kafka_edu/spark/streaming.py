@@ -12,7 +12,7 @@ from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.spark.kafka_offset_reader import KafkaOffsetReader
 from kafka_edu.spark.offset_range_reader import report_data_loss
 from kafka_edu.spark.options import EARLIEST, LATEST, KafkaSourceOptions, OffsetSpec, offsets_json
-from kafka_edu.spark.source import KafkaInputPartition, plan_partitions, read_partition
+from kafka_edu.spark.input_partitions import KafkaInputPartition, plan_partitions, read_partition
 
 
 def parse_offsets(offsets: dict) -> dict[TopicPartition, int]:

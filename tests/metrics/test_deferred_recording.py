@@ -143,3 +143,62 @@ def test_joint_recorder_reads_as_separate_records_and_keeps_expiry():
     assert sorted(metrics.expire_sensors()) == ["joint-0", "joint-1", "joint-2"]
     with pytest.raises(ValueError):
         metrics_module.JointRecorder([metrics.sensor("child", parents=[plain_sensors[0]])])
+
+
+def test_reading_one_joint_sensor_keeps_its_siblings_bounded():
+    """A monitor polls RequestsPerSec only: the stage histograms sharing its joint queue are never read,
+    yet their queues stay below FOLD_AT (one entry per request otherwise)."""
+    from kafka_edu.common.metrics.jmx_reporter import JmxReporter, MBeanServer
+    from kafka_edu.server.network.request_metrics import STAGES, RequestMetrics
+    requests_per_sec = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce"
+    clock, jmx = MockTime(), MBeanServer()
+    request_metrics = RequestMetrics(Metrics(time=clock, reporters=[JmxReporter("kafka.server", jmx)]))
+    _, histograms = request_metrics.sensors("Produce")
+    joint = request_metrics._recorders["Produce"]
+    for i in range(20 * metrics_module.FOLD_AT):
+        clock.sleep(1)
+        joint.record((1, 0, 1, 2, 0, 1, 4), clock.milliseconds())
+        if i % 50 == 0:                                   # a monitor polls the request rate
+            jmx.get_attribute(requests_per_sec, "Count")
+        assert max(len(histograms[stage]._pending) for stage in STAGES) < metrics_module.FOLD_AT
+    assert histograms["TotalTimeMs"].metrics[0].value() == 20 * metrics_module.FOLD_AT     # its Count
+
+
+def test_a_refused_value_is_logged_and_dropped_alone(caplog):
+    """-5 ms in a linear histogram: Kafka refuses it to the recorder; deferred, it reaches the stats in
+    the reader's fold, which must still answer, with every other value counted, in every stat."""
+    config = MetricConfig(samples=2, time_window_ms=1000)
+    clock = MockTime()
+    metrics = Metrics(config, time=clock)
+    sensor = metrics.sensor("durations")
+    add_all(metrics, sensor, stats_under_test())
+    good = [(10, 0), (20, 10), (30, 20), (40, 1500)]
+    # a batch folded in one step, then one folded value by value (its last value starts a window)
+    for batch in (good[:2] + [(-5, 15)] + good[2:3], [(-5, 1400)] + good[3:]):
+        for value, now_ms in batch:
+            sensor.record(value, now_ms)
+        clock.sleep(batch[-1][1] - clock.milliseconds())
+        with caplog.at_level("WARNING", logger="kafka_edu.common.metrics.stats"):
+            found = {n.name: m.value() for n, m in metrics.metrics().items() if n.group == "g"}
+    assert len([r for r in caplog.records if "refused the value -5" in r.getMessage()]) == 2
+    hist = stats_under_test()["hist"]
+    for value, now_ms in good:
+        hist.record(config, value, now_ms)
+    assert (found["p50"], found["p99"]) == (hist.stats()[0].stat.measure(config, 1500),
+                                            hist.stats()[1].stat.measure(config, 1500))
+    assert found["n"] == 6 and found["min"] == -5        # the other stats take -5, as Kafka's would
+
+
+def test_a_rate_over_one_sample_reads_without_dividing_by_zero():
+    """metrics.num.samples=1 pads no window: a sample that starts now covers 0 ms, read as 1 ms."""
+    clock = MockTime()
+    metrics = Metrics(MetricConfig(samples=1, time_window_ms=1000), time=clock)
+    sensor = metrics.sensor("s")
+    sensor.add(Rate(), metrics.metric_name("rate", "g"))
+    rate = metrics.metric(metrics.metric_name("rate", "g"))
+    assert rate.value() == 0                                # nothing recorded yet
+    sensor.record(10)
+    clock.sleep(500)
+    assert rate.value() == 10 / 0.5
+    clock.sleep(5000)                                       # idle: the sample is purged, reset to now
+    assert rate.value() == 0

@@ -96,3 +96,44 @@ def test_request_metrics_per_name():
     assert jmx.get_attribute(name("TotalTimeMs", "Fetch"), "Count") == 2
     assert jmx.get_attribute(name("RequestsPerSec", "Produce"), "Count") == 1
     assert not jmx.is_registered(name("TotalTimeMs", "Metadata"))          # created on first use
+
+
+ELECTIONS = "kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs"
+
+
+def test_timer_rates_count_events_not_their_durations():
+    """A Yammer Timer's update(duration) is one mark() of its meter, whatever the duration."""
+    clock, jmx, metrics = registry()
+    timer = KafkaMetricsGroup(metrics, "kafka.controller", "ControllerStats").new_timer(
+        "LeaderElectionRateAndTimeMs")
+    meter = KafkaMetricsGroup(metrics, "kafka.test", "Reference").new_meter("EventsPerSec")
+    for duration_ms in (0, 40, 300):                       # three elections, a second apart; one takes 0 ms
+        clock.sleep(1000)
+        timer.record(duration_ms)
+        meter.record(1)
+    timed = jmx.get_attributes(ELECTIONS)
+    events = jmx.get_attributes("kafka.test:type=Reference,name=EventsPerSec")
+    assert timed["Count"] == 3 and timed["Mean"] == pytest.approx(340 / 3)
+    assert timed["MeanRate"] == pytest.approx(3 / 3.0)                  # 3 elections in 3 s
+    for rate in ("MeanRate", "OneMinuteRate", "FiveMinuteRate", "FifteenMinuteRate"):
+        assert timed[rate] == pytest.approx(events[rate]), rate
+
+
+def test_an_election_is_timed_on_the_monotonic_clock():
+    """The wall clock steps back an hour during an election: the election still took 7 ms."""
+    from kafka_edu.server.controller.kafka_controller import KafkaController
+    clock, jmx, metrics = registry()
+    clock.set_milliseconds(3_600_000)
+
+    class Controller:                                       # what on_broker_failure uses of its controller
+        time = clock
+        leader_election_timer = KafkaMetricsGroup(metrics, "kafka.controller", "ControllerStats").new_timer(
+            "LeaderElectionRateAndTimeMs")
+
+        def _move_off_dead_brokers(self, dead):
+            clock.set_milliseconds(0)
+            clock.sleep(7)
+
+    KafkaController.on_broker_failure(Controller(), [1])
+    attributes = jmx.get_attributes(ELECTIONS)
+    assert (attributes["Count"], attributes["Min"], attributes["Max"]) == (1, 7, 7)

@@ -1,4 +1,6 @@
 """JMX-style beans (T30 names) and the Prometheus endpoint, scraped over HTTP and parsed by prometheus_client."""
+import json
+import logging
 import socket
 import struct
 import threading
@@ -8,16 +10,18 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_edu.common.metrics.jmx_http import bean_values
 from kafka_edu.common.metrics.jmx_reporter import (
     JmxReporter, MBeanServer, bean_name, load_reporter, metrics_from_config, quote_jmx)
-from kafka_edu.common.metrics.metrics import Metrics, MetricsReporter
+from kafka_edu.common.metrics.metrics import Gauge, Metrics, MetricsReporter
 from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
-from kafka_edu.common.metrics.prometheus import prometheus_name, serve_prometheus
+from kafka_edu.common.metrics.prometheus import KafkaMetricsCollector, prometheus_name, serve_prometheus
 from kafka_edu.common.metrics.stats import Avg, Max, MetricConfig, Rate
 from kafka_edu.common.network.network_send import NetworkSend
 from kafka_edu.common.network.selector import KSelector
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.utils.time import MockTime
+from kafka_edu.server.cluster import InProcessCluster
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.network.request_channel import Response
 from kafka_edu.server.network.socket_server import SocketServer
@@ -201,3 +205,40 @@ def test_prometheus_endpoint_scraped_over_http():
         serve_prometheus(metrics, "https://127.0.0.1:0")
     with pytest.raises(ValueError):
         serve_prometheus(metrics, "127.0.0.1:9404")
+
+
+def test_readers_leave_out_a_metric_that_raises(caplog):
+    """As Kafka's KafkaMbean.getAttributes: one metric that fails to read is logged and left out, and
+    the bean (the JMX endpoint's answer, the Prometheus scrape) still shows the others."""
+    jmx = MBeanServer()
+    metrics = Metrics(reporters=[JmxReporter("kafka.server", jmx)])
+    metrics.add_metric(metrics.metric_name("broken", "g"), Gauge(lambda: 1 / 0))
+    metrics.add_metric(metrics.metric_name("fine", "g"), Gauge(lambda: 7))
+    with caplog.at_level("WARNING"):
+        assert jmx.get_attributes("kafka.server:type=g") == {"fine": 7}
+        assert bean_values(jmx, "kafka.server:type=g") == {"kafka.server:type=g": {"fine": 7}}
+        families = {f.name: f for f in KafkaMetricsCollector(metrics).collect()}
+    assert "kafka_g_fine" in families and "kafka_g_broken" not in families
+    assert sum("broken" in r.getMessage() for r in caplog.records) == 3
+    with pytest.raises(ZeroDivisionError):
+        jmx.get_attribute("kafka.server:type=g", "broken")     # asked for by name, it fails, as in JMX
+
+
+@pytest.fixture
+def one_sample_broker(tmp_path):
+    logging.getLogger("kafka_edu").setLevel(logging.ERROR)
+    cluster = InProcessCluster(1, {"metrics.num.samples": 1, "metrics.jmx.listener": "http://127.0.0.1:0"},
+                               data_dir=str(tmp_path)).start()
+    yield cluster.broker(0)
+    cluster.shutdown()
+
+
+def test_a_broker_with_one_sample_answers_its_readers(one_sample_broker):
+    """metrics.num.samples=1 is valid (at least 1): every rate of the broker reads, over HTTP too."""
+    pattern = "kafka.server:type=socket-server-metrics,*"
+    with urllib.request.urlopen(one_sample_broker.jmx_endpoint.url + "/beans?pattern=" + pattern,
+                                timeout=10) as reply:
+        beans = json.load(reply)["beans"]
+    assert beans and all("connection-close-rate" in attributes for attributes in beans.values())
+    for metric in one_sample_broker.metrics.metrics().values():
+        metric.value()                                      # raises if any fails

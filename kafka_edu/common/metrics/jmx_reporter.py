@@ -3,6 +3,7 @@
 # %% book/ch4_server/0903_metrics_reporters.ipynb 9f260f27
 import fnmatch
 import importlib
+import logging
 import math
 import re
 import threading
@@ -11,6 +12,7 @@ from kafka_edu.common.metrics.metrics import KafkaMetric, MetricName, Metrics, M
 from kafka_edu.common.metrics.stats import MetricConfig
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
+log = logging.getLogger(__name__)
 _PLAIN = re.compile(r"[\w\-%. \t]*")
 
 
@@ -40,7 +42,15 @@ class KafkaMbean:
         return self.metrics[attribute].value()
 
     def get_attributes(self) -> dict[str, float]:
-        return {name: self.metrics[name].value() for name in sorted(self.metrics)}
+        """The attributes that can be read now: one that raises is logged and left out, as Kafka's
+        KafkaMbean.getAttributes does, so that one broken metric does not hide the whole bean."""
+        found = {}
+        for name, metric in sorted(self.metrics.items()):
+            try:
+                found[name] = metric.value()
+            except Exception:
+                log.warning("error getting JMX attribute %r of %s", name, self.name, exc_info=True)
+        return found
 
 
 class MBeanServer:

@@ -5,7 +5,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
-from kafka_edu.common.metrics.stats import MetricConfig, Quota
+from kafka_edu.common.metrics.stats import MetricConfig, Quota, record_each
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
 EXPIRE_SENSOR_PERIOD_S = 30
@@ -101,22 +101,18 @@ FOLD_AT = 256          # deferred values a sensor holds before it folds them int
 
 
 def _batch_recorder(stat) -> Callable:
-    """The stat's `record_many`, or a loop over its `record` for a stat that has none."""
+    """The stat's `record_many`, or `record_each` over its `record` for a stat that has none."""
     batch = getattr(stat, "record_many", None)
     if batch is not None:
         return batch
-
-    def record_each(config, values, times, latest_ms):
-        for value, now_ms in zip(values, times, strict=True):
-            stat.record(config, value, now_ms)
-    return record_each
+    return lambda config, values, times, latest_ms: record_each(stat, config, values, times)
 
 
 class DeferredRecords:
     """A sensor's queue of `(value, now_ms)` not yet in its stats, and how it is folded in."""
     lock: threading.Lock
     _pending: list[tuple[float, int]]
-    _folders: list[tuple]                               # (a stat's batch recorder, its config)
+    _folders: list[tuple]                               # (a stat, its batch recorder, its config)
     _joint: "JointRecorder | None"                      # a queue shared with sibling sensors, if any
 
     def fold(self) -> None:
@@ -135,8 +131,11 @@ class DeferredRecords:
             del pending[:n]
             values, times = zip(*batch, strict=True)
             latest_ms = max(times)
-            for record_many, config in self._folders:
-                record_many(config, values, times, latest_ms)
+            for stat, record_many, config in self._folders:
+                try:
+                    record_many(config, values, times, latest_ms)
+                except Exception:                       # a value it refuses, and none taken: one by one
+                    record_each(stat, config, values, times)
 
 
 # %% book/ch4_server/0901_kafka_metrics.ipynb 6af05eca
@@ -154,7 +153,7 @@ class Sensor(DeferredRecords):
         self.inactive_expiration_ms = inactive_expiration_ms
         self.last_record_ms = time.milliseconds()
         self.stats: list[tuple] = []                    # (stat, the config it records and is measured with)
-        self._folders: list[tuple] = []                 # (its batch recorder, config) for each stat
+        self._folders: list[tuple] = []                 # (stat, its batch recorder, config) for each stat
         self._pending: list[tuple[float, int]] = []     # (value, now_ms) recorded, not yet in the stats
         self._joint = None
         self.metrics: list[KafkaMetric] = []
@@ -224,7 +223,7 @@ class Sensor(DeferredRecords):
                     self._quota_metrics.append(metric)
                     self._alone = False
             self.stats.append((stat, config or self.config))
-            self._folders.append((_batch_recorder(stat), config or self.config))
+            self._folders.append((stat, _batch_recorder(stat), config or self.config))
 
     def has_expired(self) -> bool:
         limit = self.inactive_expiration_ms
@@ -364,6 +363,7 @@ class JointRecorder:
                 raise ValueError(f"{sensor.name} has parents, a quota or a joint queue already")
         self.last_record_ms = max((s.last_record_ms for s in self.sensors), default=0)
         self._pending: list[tuple[tuple, int]] = []
+        self._fold_at = FOLD_AT                         # less what was dealt to the sensors since all folded
         self._lock = threading.Lock()
         for sensor in self.sensors:
             sensor._joint = self
@@ -373,8 +373,9 @@ class JointRecorder:
         self.last_record_ms = now_ms
         pending = self._pending
         pending.append((values, now_ms))
-        if len(pending) >= FOLD_AT:
+        if len(pending) >= self._fold_at:               # a read folds its own sensor, not the others dealt to
             self.drain()
+            self._fold_at = FOLD_AT                     # all dealt so far is folded below
             for sensor in self.sensors:
                 sensor.fold()
 
@@ -390,3 +391,4 @@ class JointRecorder:
             rows, times = zip(*batch, strict=True)
             for sensor, column in zip(self.sensors, zip(*rows, strict=True), strict=True):
                 sensor._pending.extend(zip(column, times, strict=True))
+            self._fold_at -= n

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 from kafka_edu.common.metrics.metrics import Gauge, MetricName, Metrics, Sensor
 from kafka_edu.common.metrics.stats import (
-    Avg, Max, MetricConfig, Min, Percentile, Percentiles, Rate, Total)
+    Avg, Count, Max, MetricConfig, Min, Percentile, Percentiles, Rate, SampledTotal, Total)
 
 METER_WINDOWS = {"OneMinuteRate": 10_000, "FiveMinuteRate": 60_000, "FifteenMinuteRate": 150_000}
 METER_SAMPLES = 6
@@ -23,15 +23,22 @@ class CumulativeCount(Total):
         self.total += len(values)
 
 
-class MeanRate(Total):
-    """Everything recorded, per second of the metric's life (a Yammer meter's `MeanRate`)."""
+class MeanRate:
+    """What a `Total` adds up, per second of the metric's life (a Yammer meter's `MeanRate`): the values
+    recorded, or one per record with a `CumulativeCount`."""
 
-    def __init__(self, start_ms: int):
-        super().__init__()
+    def __init__(self, start_ms: int, total: Total | None = None):
         self.start_ms = start_ms
+        self.total = total if total is not None else Total()
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.total.record(config, value, now_ms)
+
+    def record_many(self, config: MetricConfig, values: tuple, times: tuple, latest_ms: int) -> None:
+        self.total.record_many(config, values, times, latest_ms)
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
-        return self.total * 1000 / max(now_ms - self.start_ms, 1)
+        return self.total.measure(config, now_ms) * 1000 / max(now_ms - self.start_ms, 1)
 
 
 class KafkaMetricsGroup:
@@ -65,9 +72,10 @@ class KafkaMetricsGroup:
         return sensor
 
     def new_timer(self, name: str, tags: dict | None = None, max_ms: float = 60_000) -> Sensor:
-        """A meter and a histogram of durations (ms) in one bean, as Yammer's Timer."""
+        """A meter of events and a histogram of their durations (ms) in one bean, as Yammer's Timer:
+        `record(ms)` is one event, whatever its duration."""
         sensor = self._sensor(name, tags)
-        self._add_meter(sensor, name, tags, count=CumulativeCount())
+        self._add_meter(sensor, name, tags, events=True)
         self._add_histogram(sensor, name, tags, max_ms, with_count=False)
         return sensor
 
@@ -82,11 +90,14 @@ class KafkaMetricsGroup:
             raise ValueError(f"{sensor_name} already exists")
         return self.metrics.sensor(sensor_name)
 
-    def _add_meter(self, sensor: Sensor, name: str, tags: dict | None, count: Total | None = None) -> None:
-        sensor.add(count or Total(), self.metric_name("Count", name, tags))
-        sensor.add(MeanRate(self.metrics.time.milliseconds()), self.metric_name("MeanRate", name, tags))
+    def _add_meter(self, sensor: Sensor, name: str, tags: dict | None, events: bool = False) -> None:
+        """Count and rates of the values recorded (`mark(n)`), or of the records themselves (`events`)."""
+        total, sampled = (CumulativeCount, Count) if events else (Total, SampledTotal)
+        sensor.add(total(), self.metric_name("Count", name, tags))
+        sensor.add(MeanRate(self.metrics.time.milliseconds(), total()),
+                   self.metric_name("MeanRate", name, tags))
         for attribute, window_ms in METER_WINDOWS.items():
-            sensor.add(Rate(), self.metric_name(attribute, name, tags),
+            sensor.add(Rate(stat=sampled()), self.metric_name(attribute, name, tags),
                        MetricConfig(samples=METER_SAMPLES, time_window_ms=window_ms))
 
     def _add_histogram(self, sensor: Sensor, name: str, tags: dict | None, max_value: float,

@@ -274,11 +274,11 @@ class _BrokerOperations:
     def on_broker_failure(self, dead: list[int]) -> None:
         """Partitions led by dead brokers -> Offline -> Online elsewhere; their replicas -> Offline.
         Timed as ControllerStats' LeaderElectionRateAndTimeMs, as Kafka times its broker-change handling."""
-        start_ms = self.time.milliseconds()
+        start_ms = self.time.hi_res_milliseconds()      # monotonic: a wall-clock step cannot make it negative
         try:
             self._move_off_dead_brokers(dead)
         finally:
-            self.leader_election_timer.record(self.time.milliseconds() - start_ms)
+            self.leader_election_timer.record(self.time.hi_res_milliseconds() - start_ms)
 
     def _move_off_dead_brokers(self, dead: list[int]) -> None:
         context, deletion = self.context, self.topic_deletion_manager

@@ -5,8 +5,10 @@ from typing import NamedTuple
 
 import pytest
 
+from kafka_edu.common.record import default_records as v2
 from kafka_edu.common.record.default_records import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, RecordBatchBuilder
 from kafka_edu.common.record.errors import CorruptRecordError
+from kafka_edu.common.record.memory_records import MemoryRecords, convert
 from kafka_edu.common.record.record import Record, TimestampType
 
 BASE_OFFSET, BASE_TIMESTAMP = 1_000, 1_700_000_000_000
@@ -70,3 +72,36 @@ def test_a_record_whose_fields_overrun_its_length_is_corrupt():
     data[RECORD_BATCH_OVERHEAD] -= 2            # declare one byte fewer (zig-zag: 2 per unit)
     with pytest.raises(CorruptRecordError):
         DefaultRecordBatch(bytes(data)).decode(verify=False)
+
+
+def raw_batch(body: bytes) -> bytes:
+    """A v2 batch, header and CRC sound, around one hand-written record body (without its length)."""
+    records = v2.encode_varint(len(body)) + body
+    batch = bytearray(v2._HEADER.pack(0, RECORD_BATCH_OVERHEAD - 12 + len(records), -1, 2, 0, 0, 0, BASE_TIMESTAMP,
+                                      BASE_TIMESTAMP, -1, -1, -1, 1))
+    batch += records
+    v2._UINT32.pack_into(batch, v2.CRC_OFFSET, v2.compute_batch_crc(batch))
+    return bytes(batch)
+
+
+SIX_BYTES = b"\x80\x80\x80\x80\x80\x00"     # zero, in one byte more than an int field may take
+# attributes, timestamp delta, offset delta, key (null), value b"x", header count
+TOO_WIDE = {
+    "timestamp delta of 65 bits": b"\x00" + v2._unsigned_varint(2**65) + b"\x00\x01\x02x\x00",
+    "offset delta of 34 bits": b"\x00\x00" + v2._unsigned_varint(2**33) + b"\x01\x02x\x00",
+    "offset delta in 6 bytes": b"\x00\x00" + SIX_BYTES + b"\x01\x02x\x00",
+    "header count in 6 bytes": b"\x00\x00\x00\x01\x02x" + SIX_BYTES,
+}
+
+
+@pytest.mark.parametrize("body", TOO_WIDE.values(), ids=TOO_WIDE)
+def test_a_varint_wider_than_its_field_is_corrupt(body):
+    """Kafka reads int fields with readVarint (5 bytes, 32 bits) and the timestamp delta with readVarlong
+    (10 bytes, 64 bits). Accepting more gave records offsets and timestamps past a long, on which
+    down-conversion failed with struct.error instead of CorruptRecordError."""
+    assert [r.value for r in DefaultRecordBatch(raw_batch(b"\x00\x00\x00\x01\x02x\x00")).records()] == [b"x"]
+    batch = raw_batch(body)
+    with pytest.raises(CorruptRecordError):
+        list(DefaultRecordBatch(batch).records())
+    with pytest.raises(CorruptRecordError):
+        convert(MemoryRecords(batch), 1)

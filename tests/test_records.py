@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_edu.common.record import compression
 from kafka_edu.common.record import default_records as v2
 from kafka_edu.common.record import legacy_records as legacy
 from kafka_edu.common.record.compression import CompressionType, compress, decompress
@@ -115,6 +116,18 @@ def test_varints_match_kafka_bytes():
         v2.decode_varint(b"\xff" * 11)
 
 
+def test_varints_are_held_to_their_width():
+    """An int field (bits=32) takes at most 5 bytes and 32 bits, a long at most 10 bytes and 64 bits, as in
+    Kafka's readVarint/readVarlong; wider values would give records offsets or timestamps no long can hold."""
+    assert v2.decode_varint(bytes.fromhex("feffffff0f"), 0, 32) == (2**31 - 1, 5)
+    assert v2.decode_varint(bytes.fromhex("ffffffff0f"), 0, 32) == (-2**31, 5)
+    assert v2.decode_varint(bytes.fromhex("ff" * 9 + "01")) == (-2**63, 10)
+    for bad, bits, reason in (("808080808000", 32, "longer than 5 bytes"), ("ffffffff1f", 32, "wider than 32 bits"),
+                              ("ff" * 9 + "03", 64, "wider than 64 bits")):
+        with pytest.raises(CorruptRecordError, match=reason):
+            v2.decode_varint(bytes.fromhex(bad), 0, bits)
+
+
 @given(st.integers(-2**63, 2**63 - 1))
 @FAST
 def test_varint_round_trip(value):
@@ -187,6 +200,66 @@ def test_garbage_never_leaks_a_codec_exception(codec, data):
             decompress(codec, data, max(magic, codec.min_magic))
         except CorruptRecordError:
             pass
+
+
+# ---------------------------------------------------------------- the decompression limit
+
+MIB = 1 << 20
+
+
+def zstd_rle_frame(size: int) -> bytes:
+    """A zstd frame of RLE blocks with no content size: 4 bytes for each 128 KiB of zeros."""
+    block, frame = 1 << 17, bytearray(b"\x28\xb5\x2f\xfd\x00\x38")   # magic, no size, 128 KiB window
+    count = size // block
+    for i in range(count):
+        frame += ((block << 3) | 2 | (i == count - 1)).to_bytes(3, "little") + b"\x00"
+    return bytes(frame)
+
+
+BOMBS = {  # 8 MiB of zeros, in a few KB
+    CompressionType.GZIP: lambda: compress(CompressionType.GZIP, bytes(8 * MIB)),
+    CompressionType.SNAPPY: lambda: compress(CompressionType.SNAPPY, bytes(8 * MIB)),
+    "raw snappy": lambda: bytes(cramjam.snappy.compress_raw(bytes(8 * MIB))),
+    CompressionType.LZ4: lambda: compress(CompressionType.LZ4, bytes(8 * MIB)),
+    CompressionType.ZSTD: lambda: zstd_rle_frame(8 * MIB),
+}
+
+
+@pytest.mark.parametrize("name", BOMBS, ids=lambda name: getattr(name, "config_name", name))
+def test_decompression_stops_at_max_size(name):
+    codec = CompressionType.SNAPPY if name == "raw snappy" else name
+    packed = BOMBS[name]()
+    assert decompress(codec, packed, 2, 8 * MIB) == bytes(8 * MIB)
+    with pytest.raises(CorruptRecordError, match=f"more than {8 * MIB - 1} bytes"):
+        decompress(codec, packed, 2, 8 * MIB - 1)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD], ids=["lz4", "zstd"])
+def test_a_loose_header_bound_still_gives_an_exact_limit(codec):
+    """A short frame's one compressed block may inflate to a whole block maximum (64 or 128 KiB) as far
+    as its headers tell; the limit is then applied to what it really inflates to."""
+    data = b"kafka " * 200
+    packed = compress(codec, data)
+    assert decompress(codec, packed, 2, len(data)) == data
+    with pytest.raises(CorruptRecordError, match=f"more than {len(data) - 1} bytes"):
+        decompress(codec, packed, 2, len(data) - 1)
+
+
+def test_lz4_declared_content_size_is_checked_before_it_is_allocated():
+    """The lz4 library allocates a frame's declared content size up front: 2**40 was a MemoryError."""
+    descriptor = bytes([0x68, 0x40]) + struct.pack("<Q", 2**40)      # content size flag, 64 KiB blocks
+    checksum = (compression._xxh32(descriptor) >> 8) & 0xFF
+    frame = b"\x04\x22\x4d\x18" + descriptor + bytes([checksum]) + struct.pack("<I", 0x80000000 | 3) + b"abc"
+    with pytest.raises(CorruptRecordError):
+        decompress(CompressionType.LZ4, frame + b"\x00" * 4, 1)
+
+
+def test_the_default_limit_is_the_module_constant(monkeypatch):
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BATCH_BYTES", MIB)
+    big = build(2, CompressionType.ZSTD, [(1000, None, bytes(MIB), ())])
+    with pytest.raises(CorruptRecordError, match=f"more than {MIB} bytes"):
+        list(big.records())
+    assert decompress(CompressionType.ZSTD, zstd_rle_frame(MIB)) == bytes(MIB)
 
 
 # ---------------------------------------------------------------- round trips

@@ -8,10 +8,14 @@ import socket
 import struct
 import threading
 
+import crc32c
 import pytest
 from _broker_client import BrokerClient, records, start_broker, values_of
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.record import compression
+from kafka_edu.common.record import default_records as v2
+from kafka_edu.common.record.compression import CompressionType
 
 
 @pytest.fixture(scope="module")
@@ -144,4 +148,69 @@ def test_unreadable_records_in_a_v3_produce_fail_their_partition_only(busy_broke
                                                       {"index": 1, "records": records(b"fine")}]}]})
         assert {p.index: p.error_code for p in answer.responses[0].partition_responses} == {0: 2, 1: 0}
         assert values_of(client.fetch("half-bad", 1, 0).records) == [b"fine"]
+    assert not failures and rounds[0] > 0
+
+
+def undecodable_batch() -> bytes:
+    """A v2 batch, header and CRC sound, whose one record claims an 8-byte value it does not have."""
+    batch = bytearray(records(b"x"))
+    assert batch[-3:] == b"\x02x\x00"            # value size 1 (zig-zag 2), the value, no headers
+    batch[-3] = 0x10
+    v2._UINT32.pack_into(batch, v2.CRC_OFFSET, v2.compute_batch_crc(batch))
+    return bytes(batch)
+
+
+def test_old_fetch_of_undecodable_stored_records_fails_that_partition_only(busy_broker):
+    """A produced v2 batch is stored without decoding its records; an old fetch (v0-v3) must convert them,
+    and a record that does not decode answers its partition CORRUPT_MESSAGE, as Kafka does, instead of
+    closing the connection (and with it every other partition of the request)."""
+    server, failures, rounds = busy_broker
+    with BrokerClient(server.bound_port(), timeout=10) as client:
+        client.create_topic("undecodable", partitions=2)
+        assert client.produce("undecodable", 0, undecodable_batch()).error_code == 0
+        assert client.produce("undecodable", 1, records(b"fine")).error_code == 0
+        body = client.fetch_body("undecodable", 0, 0)
+        partitions = body["topics"][0]["partitions"]
+        partitions.append({**partitions[0], "partition": 1})
+        answer = {p.partition_index: p for p in client.call(ApiKeys.FETCH, 3, body).responses[0].partitions}
+        assert (answer[0].error_code, answer[0].records) == (2, b"")
+        assert answer[1].error_code == 0 and values_of(answer[1].records) == [b"fine"]
+        assert client.fetch("undecodable", 0, 0).error_code == 0      # a v2 reader gets the batch as stored
+    assert not failures and rounds[0] > 0
+
+
+def test_old_fetch_of_records_the_old_format_cannot_hold_fails_that_partition_only(busy_broker):
+    """A v2 batch with a negative timestamp is stored as produced (its records are not decoded); a
+    v1 message cannot carry that timestamp, so an old fetch gets CORRUPT_MESSAGE for it, not a closed
+    connection (Kafka 1.x failed the whole request)."""
+    server, failures, rounds = busy_broker
+    batch = bytearray(records(b"before 1970"))
+    struct.pack_into(">qq", batch, 27, -1000, -1000)          # base and max timestamp
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    with BrokerClient(server.bound_port(), timeout=10) as client:
+        client.create_topic("pre-epoch")
+        assert client.produce("pre-epoch", 0, bytes(batch)).error_code == 0
+        old = client.call(ApiKeys.FETCH, 3, client.fetch_body("pre-epoch", 0, 0)).responses[0].partitions[0]
+        assert (old.error_code, old.records) == (2, b"")
+        assert values_of(client.fetch("pre-epoch", 0, 0).records) == [b"before 1970"]
+    assert not failures and rounds[0] > 0
+
+
+def test_a_batch_that_inflates_past_the_limit_is_corrupt(busy_broker, monkeypatch):
+    """Records the broker must decompress (a v1 wrapper to store as v2, a batch of a compacted topic)
+    may inflate to MAX_DECOMPRESSED_BATCH_BYTES at most; past it the partition gets CORRUPT_MESSAGE."""
+    server, failures, rounds = busy_broker
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BATCH_BYTES", 1 << 20)
+    with BrokerClient(server.bound_port(), timeout=10) as client:
+        client.create_topic("inflating-v1")
+        client.create_topic("inflating-compacted", cleanup_policy="compact")
+        two_mib = bytes(2 << 20)
+        wrapper = records(two_mib, magic=1, compression=CompressionType.GZIP)
+        batch = records(two_mib, keys=[b"k"], compression=CompressionType.ZSTD)
+        assert len(wrapper) < 10_000 and len(batch) < 1_000
+        assert client.produce("inflating-v1", 0, wrapper, version=2).error_code == 2
+        assert client.produce("inflating-compacted", 0, batch).error_code == 2
+        monkeypatch.undo()
+        assert client.produce("inflating-v1", 0, wrapper, version=2).error_code == 0
+        assert client.produce("inflating-compacted", 0, batch).error_code == 0
     assert not failures and rounds[0] > 0

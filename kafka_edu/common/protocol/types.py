@@ -591,12 +591,13 @@ class _TaggedFields(Type):
         count, p = UNSIGNED_VARINT.read_from(buf, pos)
         if count > len(buf) - p:
             raise ProtocolError(f"{count} tagged fields cannot fit in {len(buf) - p} bytes", offset=pos)
-        fields = {}
+        fields, last = {}, -1       # the previous tag: ascending order is one comparison per tag
         for _ in range(count):
             tag_at = p
             tag, p = UNSIGNED_VARINT.read_from(buf, p)
-            if fields and tag <= max(fields):
+            if tag <= last:
                 raise ProtocolError(f"tag {tag} is not above the previous tag", offset=tag_at)
+            last = tag
             size, p = UNSIGNED_VARINT.read_from(buf, p)
             if p + size > len(buf):
                 raise ProtocolError(f"tagged field {tag} of {size} bytes runs past the end", offset=tag_at)

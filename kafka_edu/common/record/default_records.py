@@ -38,8 +38,10 @@ def size_of_varint(value: int) -> int:
     return max(1, (zigzag.bit_length() + 6) // 7)
 
 
-def decode_varint(buffer, position: int = 0) -> tuple[int, int]:
-    """(value, next position) of the zig-zag varint at `position`; bad bytes are CorruptRecordError."""
+def decode_varint(buffer, position: int = 0, bits: int = 64) -> tuple[int, int]:
+    """(value, next position) of the zig-zag varint at `position`; bad bytes are CorruptRecordError.
+
+    `bits` is 64 for a varlong, 32 for a varint: more bytes or a wider value than that is corrupt."""
     try:
         byte = buffer[position]
         position += 1
@@ -51,12 +53,15 @@ def decode_varint(buffer, position: int = 0) -> tuple[int, int]:
             position += 1
             result |= (byte & 0x7F) << shift
             if byte < 0x80:
-                return (result >> 1) ^ -(result & 1), position
+                break
             shift += 7
-            if shift > 63:
-                raise CorruptRecordError(f"varint longer than 10 bytes ending at byte {position}")
+            if shift >= bits:
+                raise CorruptRecordError(f"varint longer than {(bits + 6) // 7} bytes ending at byte {position}")
     except IndexError:
         raise CorruptRecordError(f"varint truncated at byte {position}") from None
+    if result >> bits:
+        raise CorruptRecordError(f"varint wider than {bits} bits ending at byte {position}")
+    return (result >> 1) ^ -(result & 1), position
 
 
 # %% book/ch4_server/0311_record_batch_v2.ipynb cfd1fdbc
@@ -159,7 +164,7 @@ def _decode_headers(data: bytes, pos: int, count: int):
         raise CorruptRecordError(f"negative header count {count}")
     headers = []
     for _ in range(count):
-        size, pos = decode_varint(data, pos)
+        size, pos = decode_varint(data, pos, 32)
         if size < 0:
             raise CorruptRecordError(f"negative header key size {size}")
         try:
@@ -167,7 +172,7 @@ def _decode_headers(data: bytes, pos: int, count: int):
         except UnicodeDecodeError as e:
             raise CorruptRecordError(f"header key is not UTF-8: {e}") from None
         pos += size
-        size, pos = decode_varint(data, pos)
+        size, pos = decode_varint(data, pos, 32)
         if size >= 0:
             headers.append((key, data[pos:pos + size]))
             pos += size
@@ -201,7 +206,7 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ti
             elif data[pos + 1] < 0x80:
                 length, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
-                length, pos = decode_varint(data, pos)
+                length, pos = decode_varint(data, pos, 32)
             stop = pos + length
             if length < 0 or stop > end:
                 raise CorruptRecordError(f"a record of {length} bytes at byte {pos} overruns the batch")
@@ -221,12 +226,12 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ti
                 unsigned = (byte & 0x7F) | ((data[pos + 1] & 0x7F) << 7) | (data[pos + 2] << 14)
                 offset_delta, pos = (unsigned >> 1) ^ -(unsigned & 1), pos + 3
             else:
-                offset_delta, pos = decode_varint(data, pos)
+                offset_delta, pos = decode_varint(data, pos, 32)
             byte = data[pos]
             if byte == 1:                          # -1: a null key, the usual case
                 key, pos = None, pos + 1
             else:
-                size, pos = decode_varint(data, pos)
+                size, pos = decode_varint(data, pos, 32)
                 if size < 0:
                     raise CorruptRecordError(f"negative key size {size}")
                 key = data[pos:pos + size]
@@ -237,7 +242,7 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ti
             elif data[pos + 1] < 0x80:
                 size, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
-                size, pos = decode_varint(data, pos)
+                size, pos = decode_varint(data, pos, 32)
             if size >= 0:
                 value = data[pos:pos + size]
                 pos += size
@@ -249,7 +254,7 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ti
                 headers = ()
                 pos += 1
             else:
-                header_count, pos = decode_varint(data, pos)
+                header_count, pos = decode_varint(data, pos, 32)
                 headers, pos = _decode_headers(data, pos, header_count)
             if pos != stop:
                 raise CorruptRecordError(f"a record declares {length} bytes but its fields end at {pos - stop:+} bytes")

@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0202_kafka_apis.ipynb bceb8520
 import logging
+import struct
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -337,13 +338,17 @@ class _FetchApis:
 
 
 def _down_convert(data: bytes, magic: int, error: Errors) -> tuple[bytes, Errors]:
-    """Rewrite batches newer than `magic` for an old fetch version (entries already old enough stay)."""
+    """Rewrite batches newer than `magic` for an old fetch version (entries already old enough stay);
+    data that cannot be converted answers its partition with an error code and no records."""
     if all(entry.magic <= magic for entry in iter_log_entries(data)):
         return data, error
     try:
         return bytes(convert(MemoryRecords(data), magic)), error
     except UnsupportedCompressionTypeError:
         return b"", Errors.UNSUPPORTED_COMPRESSION_TYPE
+    except (ValueError, struct.error) as exc:   # records that do not decode, or that the old format cannot
+        log.warning("cannot down-convert to magic %d: %s", magic, exc)   # hold (a negative timestamp)
+        return b"", Errors.CORRUPT_MESSAGE
 
 
 # %% book/ch4_server/0202_kafka_apis.ipynb bca87cc6

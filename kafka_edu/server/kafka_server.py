@@ -235,7 +235,7 @@ def _startup(self) -> None:
     self.cluster_id = self._get_or_create_cluster_id(stored)
     self.broker_id = self._get_broker_id(stored)
     if self.broker_id != config["broker.id"]:
-        self.config = config = KafkaConfig({**config.originals, "broker.id": self.broker_id}, warn_unknown=False)
+        self.config = config = config.with_broker_id(self.broker_id)
     for checkpoint in checkpoints:
         checkpoint.write(BrokerMetadata(self.broker_id, self.cluster_id))
 

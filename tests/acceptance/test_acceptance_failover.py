@@ -90,11 +90,12 @@ def test_T10_a_lagging_brokers_auto_creation_keeps_the_topic_overrides(make_clus
     assert cluster.zk_utils.fetch_entity_config("topics", "kept") == {"unclean.leader.election.enable": "false"}
 
 
-@pytest.mark.parametrize("protocol", ["0.10.0", "2.8"])
-def test_T11_unclean_election_and_the_returning_leader_truncates(make_cluster, protocol):
+@pytest.mark.parametrize("protocol, log_format", [("0.10.0", "0.10.0"), ("2.8", "0.11.0")])
+def test_T11_unclean_election_and_the_returning_leader_truncates(make_cluster, protocol, log_format):
     """With 0.10.0 the returning broker truncates to its HW, is out of range, asks the leader's end and
     truncates there; with leader epochs (KIP-101) it asks OffsetsForLeaderEpoch. Same logs either way."""
-    cluster = make_cluster(3, **{"inter.broker.protocol.version": protocol})
+    cluster = make_cluster(3, **{"inter.broker.protocol.version": protocol,
+                                 "log.message.format.version": log_format})
     selector = cluster.controller().controller.offline_partition_selector
     before = selector.unclean_elections
     both = _lose_both_replicas(cluster, "t11", unclean=True)
@@ -167,7 +168,7 @@ def test_T11_a_returning_broker_whose_own_setting_forbids_unclean_election_halts
     says false and the topic has no override, so on finding the leader's log shorter than its own it
     halts (Kafka's System.exit(1); a hard kill of that broker here) instead of truncating."""
     cluster = make_cluster(3, broker_overrides={1: {"unclean.leader.election.enable": "false"}},
-                           **{"inter.broker.protocol.version": "0.10.0",
+                           **{"inter.broker.protocol.version": "0.10.0", "log.message.format.version": "0.10.0",
                               "replica.high.watermark.checkpoint.interval.ms": 100})
     checkpoint = Path(cluster.config(1).log_dirs[0]) / "replication-offset-checkpoint"
     # broker 1 must come back knowing its high watermark was 20: then it fetches from 20, not from a

@@ -105,7 +105,7 @@ def test_index_limits(tmp_path):
 def test_log_manager_from_kafka_config(tmp_path):
     config = KafkaConfig({"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "log.segment.bytes": "5000",
                           "log.retention.hours": "1", "log.cleaner.threads": "1",
-                          "log.cleaner.dedupe.buffer.size": "100000"})
+                          "log.cleaner.dedupe.buffer.size": str(2 << 20)})
     manager = log_manager_from_config(config, time=MockTime())
     assert manager.default_config.segment_bytes == 5000 and manager.default_config.retention_ms == 3_600_000
     assert manager.default_config.message_format_magic == 2 and manager.cleaner is not None

@@ -251,7 +251,7 @@ def test_a_port_in_use_fails_startup_with_bind_error(port):
 
 def test_a_tls_listener_without_a_keystore_is_refused_naming_the_key():
     with pytest.raises(SecurityConfigError, match="ssl.keystore.location"):
-        SocketServer(KafkaConfig({"listeners": "SSL://127.0.0.1:0"}))
+        SocketServer(KafkaConfig({"listeners": "SSL://127.0.0.1:0", "security.inter.broker.protocol": "SSL"}))
 
 
 def test_an_unresolvable_override_host_is_a_clear_error():

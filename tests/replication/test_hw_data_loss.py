@@ -14,7 +14,7 @@ from _cluster import wait_until
 
 from kafka_edu.common.record.memory_records import MemoryRecords
 
-OLD_PROTOCOL = {"inter.broker.protocol.version": "0.10.0"}
+OLD_PROTOCOL = {"inter.broker.protocol.version": "0.10.0", "log.message.format.version": "0.10.0"}
 
 
 def _acknowledge_m0_then_restart_the_follower(cluster) -> int:
@@ -62,8 +62,10 @@ def _log_values(cluster, broker_id: int) -> list[tuple[int, bytes]]:
 
 
 # a long fetch wait: the follower's fetch that would carry HW 1 back stays parked at the leader for a
-# minute, far longer than any of these scripts takes even on a loaded machine (shutdown wakes it)
-LONG_FETCH_WAIT = {"replica.fetch.wait.max.ms": 60_000, "replica.lag.time.max.ms": 120_000}
+# minute, far longer than any of these scripts takes even on a loaded machine (shutdown wakes it); the
+# socket timeout must be as long, or the follower would give up on its parked fetch
+LONG_FETCH_WAIT = {"replica.fetch.wait.max.ms": 60_000, "replica.socket.timeout.ms": 60_000,
+                   "replica.lag.time.max.ms": 120_000}
 
 
 def test_truncating_to_a_stale_high_watermark_loses_an_acknowledged_record(make_cluster):

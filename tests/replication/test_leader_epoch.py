@@ -58,7 +58,9 @@ def test_checkpoint_file_rejects_what_it_did_not_write(tmp_path):
 @pytest.mark.parametrize("version, expected", [(None, True), ("0.10.0", False), ("0.10.2-IV0", False),
                                                ("0.11.0-IV2", True), ("2.8", True)])
 def test_inter_broker_protocol_version_switch(version, expected):
-    props = {"broker.id": 0} if version is None else {"broker.id": 0, "inter.broker.protocol.version": version}
+    # the message format may not be newer than the protocol
+    props = {"broker.id": 0} if version is None else {"broker.id": 0, "inter.broker.protocol.version": version,
+                                                      "log.message.format.version": version}
     assert truncates_by_leader_epoch(KafkaConfig(props, warn_unknown=False)) is expected
 
 

@@ -116,6 +116,7 @@ def test_quoted_values_are_tokens_and_each_mechanism_finds_its_module(tmp_path):
 def test_settings_that_cannot_work_fail_at_start_naming_the_key():
     with pytest.raises(SecurityConfigError, match="sasl.enabled.mechanisms: GSSAPI"):
         SocketServer(KafkaConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "GSSAPI",
+                                  "security.inter.broker.protocol": "SASL_PLAINTEXT",
                                   "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": "x.Y required a=\"b\";"},
                                  warn_unknown=False))
     with pytest.raises(SecurityConfigError, match="java.security.auth.login.config"):

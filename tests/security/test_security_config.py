@@ -27,6 +27,30 @@ def test_bad_values_fail_at_start_up(bad):
         KafkaConfig(bad)
 
 
+SASL_BETWEEN_BROKERS = {"listeners": "SASL_PLAINTEXT://:9093", "security.inter.broker.protocol": "SASL_PLAINTEXT"}
+
+
+@pytest.mark.parametrize("props,message", [
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.mechanism.inter.broker.protocol must be included in "
+     "sasl.enabled.mechanisms when SASL is used for inter-broker communication"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+      "inter.broker.protocol.version": "0.9.0", "log.message.format.version": "0.9.0"},
+     "Only GSSAPI mechanism is supported for inter-broker communication with SASL when "
+     "inter.broker.protocol.version is set to 0.9.0"),
+])
+def test_the_inter_broker_sasl_mechanism_must_be_enabled_and_handshaken(props, message):
+    with pytest.raises(ConfigException, match=message) as info:
+        KafkaConfig({**SASL_BETWEEN_BROKERS, **props})
+    assert info.value.name == "sasl.mechanism.inter.broker.protocol"
+
+
+def test_an_enabled_inter_broker_sasl_mechanism_is_accepted():
+    KafkaConfig({**SASL_BETWEEN_BROKERS, "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                 "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"})
+    KafkaConfig({**SASL_BETWEEN_BROKERS, "inter.broker.protocol.version": "0.9.0",
+                 "log.message.format.version": "0.9.0"})                 # GSSAPI needs no handshake
+
+
 def test_listener_overrides_are_known_and_reach_the_channel_builders(caplog):
     jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";"
     with caplog.at_level(logging.WARNING):

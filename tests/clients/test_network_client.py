@@ -55,6 +55,17 @@ def lone_client(broker, **kwargs):
     return NetworkClient(KSelector(), metadata_updater=ManualMetadataUpdater([broker.node]), **kwargs)
 
 
+def mock_clock_client(broker, clock):
+    """A client whose requests time out after 5 s of `clock`, connected to `broker`."""
+    client = NetworkClient(KSelector(time=clock), metadata_updater=ManualMetadataUpdater([broker.node]),
+                           request_timeout_ms=5_000, time=clock)
+    deadline = time.monotonic() + 10
+    while not client.ready(broker.node, clock.milliseconds()):
+        assert time.monotonic() < deadline
+        client.poll(20, clock.milliseconds())
+    return client
+
+
 @pytest.fixture
 def brokers():
     cluster = scripted_cluster(3, {"events": 3})
@@ -132,13 +143,9 @@ def test_correlation_id_mismatch_raises_and_closes(broker):
 def test_request_timeout_on_a_mock_clock(broker):
     broker.handlers[ApiKeys.FIND_COORDINATOR] = lambda header, body: None      # never answers
     clock = MockTime(start_ms=10_000)
-    client = NetworkClient(KSelector(time=clock), metadata_updater=ManualMetadataUpdater([broker.node]),
-                           request_timeout_ms=5_000, time=clock)
+    client = mock_clock_client(broker, clock)
     try:
         deadline = time.monotonic() + 10
-        while not client.ready(broker.node, clock.milliseconds()):
-            assert time.monotonic() < deadline
-            client.poll(20, clock.milliseconds())
         got = []
         client.send(client.new_client_request("0", ApiKeys.FIND_COORDINATOR, {"key": "g"},
                                               callback=got.append), clock.milliseconds())
@@ -385,5 +392,85 @@ def test_against_librdkafka_mock_cluster(mock_cluster):
         records = fetched.body.responses[0].partitions[0].records
         values = [r.value for r in MemoryRecords(records).records()]
         assert values == [f"v{i}".encode() for i in range(5)]
+    finally:
+        client.close()
+
+
+def coordinator_answer(header):
+    return encode_response(header.correlation_id, ApiKeys.FIND_COORDINATOR, header.api_version,
+                           {"error_code": 0, "node_id": 0, "host": "h", "port": 1})
+
+
+def test_timed_out_connection_leaves_no_stale_frames(broker):
+    """KSelector.close(id) drops the frames already read for the connection: the client gave up on
+    those requests, and their answers must not turn up on the next poll."""
+    held = []
+
+    def find_coordinator(header, body):      # hold the first two, answer all three at once
+        held.append(header)
+        if len(held) < 3:
+            return None
+        return b"".join(coordinator_answer(h) for h in held)
+
+    broker.handlers[ApiKeys.FIND_COORDINATOR] = find_coordinator
+    clock = MockTime(start_ms=10_000)
+    client = mock_clock_client(broker, clock)
+    try:
+        deadline = time.monotonic() + 10
+        got = []
+        for _ in range(3):
+            while not client.can_send_request("0"):
+                assert time.monotonic() < deadline
+                client.poll(0, clock.milliseconds())
+            client.send(client.new_client_request("0", ApiKeys.FIND_COORDINATOR, {"key": "g"},
+                                                  callback=got.append), clock.milliseconds())
+        while len(held) < 3:                   # written, without reading the answers yet
+            assert time.monotonic() < deadline
+            client.poll(0, clock.milliseconds()) if client.selector.channels["0"]._send is not None else None
+            time.sleep(0.01)
+        time.sleep(0.2)                        # all three answers are in the socket buffer
+        clock.sleep(5_001)
+        client.poll(0, clock.milliseconds())   # reads 3 frames, answers the 1st, times out the 2nd
+        assert len(got) == 3 and [r.disconnected for r in got] == [False, True, True]
+        assert "0" not in client.selector.channels
+        # The connection is gone and its requests answered: the next polls have nothing to deliver.
+        for _ in range(3):
+            client.poll(0, clock.milliseconds())
+    finally:
+        client.close()
+
+
+def test_stale_frames_of_a_closed_connection_are_not_delivered_on_its_successor(broker):
+    """NetworkClient.close(node) then reconnect: the old connection's unread answers kill the new one."""
+    held = []
+
+    def find_coordinator(header, body):
+        held.append(header)
+        if len(held) < 2:
+            return None
+        return b"".join(coordinator_answer(h) for h in held)
+
+    broker.handlers[ApiKeys.FIND_COORDINATOR] = find_coordinator
+    client = lone_client(broker, reconnect_backoff_ms=0)
+    try:
+        deadline = time.monotonic() + 10
+        await_ready(client, broker.node)
+        got = []
+        for _ in range(2):
+            while not client.can_send_request("0"):
+                client.poll(0, now())
+            client.send(client.new_client_request("0", ApiKeys.FIND_COORDINATOR, {"key": "g"},
+                                                  callback=got.append), now())
+        while len(held) < 2 or client.selector.channels["0"].has_send():
+            assert time.monotonic() < deadline
+            client.poll(0, now()) if client.selector.channels["0"].has_send() else time.sleep(0.01)
+        time.sleep(0.2)
+        client.poll(0, now())                  # reads both frames: one delivered, one staged
+        assert len(got) == 1 and not got[0].disconnected
+        client.close("0")                      # e.g. the caller gives up on this node
+        assert client.in_flight_request_count("0") == 0
+        # a new connection to the same node must work
+        await_ready(client, broker.node)
+        assert broker.accepted == 2
     finally:
         client.close()

@@ -80,8 +80,10 @@ def log_end(consumer, partition) -> int:
             time.sleep(0.2)
 
 
-def read_all(cluster: ProcessCluster, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    """Every record of every partition, from the beginning to the high watermark."""
+def read_all(cluster: ProcessCluster, topic: str, partitions: int,
+             offsets: dict | None = None) -> dict[int, list[bytes]]:
+    """Every record of every partition, from the beginning to the high watermark; `offsets`, if given,
+    receives the offsets each (partition, value) was read at."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{time.monotonic_ns()}",
                          "enable.auto.commit": False, "enable.partition.eof": True})
@@ -94,6 +96,8 @@ def read_all(cluster: ProcessCluster, topic: str, partitions: int) -> dict[int, 
             message = consumer.poll(1)
             if message is not None and message.error() is None:
                 found[message.partition()].append(message.value())
+                if offsets is not None:
+                    offsets.setdefault((message.partition(), message.value()), []).append(message.offset())
         return found
     finally:
         consumer.close()
@@ -239,16 +243,19 @@ def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind)
         recorder.close()
     elections = recorder.wait_for(len(recorder.elections))
     total = sum(len(v) for v in acked.values())
-    found = read_all(cluster, topic, partitions)
+    read_at: dict[tuple[int, bytes], list[int]] = {}
+    found = read_all(cluster, topic, partitions, read_at)
     lost = duplicated = 0
     for part in range(partitions):
         counts = Counter(found[part])
         lost += sum(1 for v in acked[part] if counts[v] == 0)
         duplicated += sum(c - 1 for c in counts.values() if c > 1)
+    # two offsets: the log holds the record twice; one offset twice: the reader was handed it twice
+    doubles = {key: at for key, at in read_at.items() if len(at) > 1}
     epochs = cluster.zk_utils.get_controller_epoch()[0] - epoch_before
     print(f"\ndurability victim={victim_kind}, kills {kills}, controller elections {epochs}, acknowledged {total}, "
           f"lost {lost}, duplicated {duplicated}, failed sends {len(failed)}")
-    assert total > 0 and lost == 0 and duplicated == 0
+    assert total > 0 and lost == 0 and duplicated == 0, f"read twice (partition, value): offsets {doubles}"
     # Every election after the first was set off by a SIGKILLed controller's expired session, and the
     # epochs the recorder saw are the ones ZooKeeper went through, in order.
     assert [e["trigger"] for e in elections[1:]] == [SESSION_EXPIRY] * epochs

@@ -148,6 +148,8 @@ class DefaultMetadataUpdater:
             log.warning("error while fetching metadata for topic %s: %s", topic, error.name)
         if cluster.nodes:
             self.metadata.update(cluster, now)
+            if any(error.retriable for error in errors.values()):   # a topic just created, a leader not yet
+                self.metadata.request_update()                     # elected: ask again after the backoff
         else:
             log.debug("ignoring a metadata response with no brokers (correlation id %s)", request.correlation_id)
             self.metadata.failed_update(now)

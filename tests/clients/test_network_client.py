@@ -474,3 +474,16 @@ def test_stale_frames_of_a_closed_connection_are_not_delivered_on_its_successor(
         assert broker.accepted == 2
     finally:
         client.close()
+
+
+def test_a_topic_missing_from_an_answer_is_asked_for_again_after_the_backoff(broker):
+    """A consumer group's leader assigns from its metadata: a new topic that one broker's cache did not
+    list yet (UNKNOWN_TOPIC_OR_PARTITION) must be asked for again soon, not at metadata.max.age.ms."""
+    answers = iter([metadata_answer([broker], {}), metadata_answer([broker], {"orders": 4})])
+    broker.handlers[ApiKeys.METADATA] = lambda header, body: next(answers, metadata_answer([broker], {"orders": 4}))(
+        header, body)
+    metadata = Metadata(refresh_backoff_ms=50)
+    metadata.bootstrap([broker.address])
+    metadata.set_topics(["orders"])
+    client = NetworkClient(KSelector(), metadata)
+    poll_until(client, lambda: metadata.fetch().partition_count_for_topic("orders") == 4, seconds=5)

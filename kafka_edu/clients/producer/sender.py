@@ -142,6 +142,13 @@ def _fail_unsendable(self: Sender, batch: ProducerBatch, version: int, cause: Ex
         self.accumulator.unmute(batch.topic_partition)
 
 
+Sender._produce_version = _produce_version
+Sender._produce_request = _produce_request
+Sender._down_convert = staticmethod(_down_convert)
+Sender._fail_unsendable = _fail_unsendable
+
+
+# %% book/ch2_producer/0406_sender.ipynb 5a9b2017
 def _handle_produce_response(self: Sender, response: ClientResponse,
                              batches: dict[TopicPartition, ProducerBatch]) -> None:
     now, correlation_id = response.received_ms, response.request.correlation_id
@@ -206,10 +213,6 @@ def _forget_sequences_after(self: Sender, batch: ProducerBatch) -> None:
         self.idempotence.reset()
 
 
-Sender._produce_version = _produce_version
-Sender._produce_request = _produce_request
-Sender._down_convert = staticmethod(_down_convert)
-Sender._fail_unsendable = _fail_unsendable
 Sender._handle_produce_response = _handle_produce_response
 Sender._complete_batch = _complete_batch
 Sender._can_retry = _can_retry

@@ -93,7 +93,11 @@ class _Logs:
             locks.append(fd)
         return locks
 
-    # --- loading ------------------------------------------------------------------------------
+
+# %% book/ch4_server/0307_log_manager.ipynb b4b0e54f
+class _Loading:
+    """Loading every log of every directory at start-up (mixin of `LogManager`)."""
+
     def _load_logs(self) -> None:
         for directory in self.log_dirs:
             clean_shutdown = os.path.join(directory, CLEAN_SHUTDOWN_FILE)
@@ -263,7 +267,7 @@ class _Partitions:
 
 
 # %% book/ch4_server/0307_log_manager.ipynb 8b091dc5
-class LogManager(_Logs, _Retention, _Partitions):
+class LogManager(_Logs, _Loading, _Retention, _Partitions):
     """Every log of a broker: creation, loading and recovery, retention, flushing, checkpoints."""
 
     def shutdown(self) -> None:

@@ -72,3 +72,22 @@ def test_recovery_rebuilds_entries_the_crash_lost(tmp_path):
     assert open(checkpoint).read() == "0\n3\n1 0\n4 2\n6 3\n"
     assert rebuilt.end_offset_for(4) == (4, 3)
     reopened.close()
+
+
+def test_recovery_replays_quietly_what_the_checkpoint_already_holds(tmp_path, caplog):
+    """A SIGKILLed broker's checkpoint reached the disk; recovery re-reads every batch of the unflushed
+    segment, and the epochs the checkpoint already holds are no news (one warning per batch before)."""
+    directory = str(tmp_path / "t-0")
+    log = Log(directory, LogConfig(), time=MockTime())
+    cache = LeaderEpochFileCache.for_log(log)
+    _leader_append(log, cache, 1, b"a")
+    _leader_append(log, cache, 1, b"b")
+    _leader_append(log, cache, 3, b"c")
+    log.close()
+    reopened = Log(directory, LogConfig(), recovery_point=0, time=MockTime())   # no clean-shutdown marker
+    assert reopened.recovered_epochs == [(1, 0), (1, 1), (3, 2)]
+    with caplog.at_level("WARNING", logger="kafka_edu.server.epoch.leader_epoch_file_cache"):
+        rebuilt = LeaderEpochFileCache.for_log(reopened)
+    assert rebuilt.entries() == [EpochEntry(1, 0), EpochEntry(3, 2)]
+    assert caplog.records == []
+    reopened.close()

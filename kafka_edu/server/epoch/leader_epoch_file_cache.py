@@ -192,7 +192,8 @@ class LeaderEpochFileCache(_EpochUpdates, _EpochLookup):
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
         for epoch, start_offset in log.recovered_epochs:
-            cache.assign(epoch, start_offset)
+            if epoch > cache.latest_epoch:      # what the checkpoint already holds is no news
+                cache.assign(epoch, start_offset)
         cache.flush()
         log.flush_hooks[LEADER_EPOCH_CHECKPOINT_FILENAME] = cache.flush
         return cache

@@ -106,7 +106,7 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
             elif data[pos + 1] < 0x80:
                 length, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
-                length, pos = decode_varint(data, pos)
+                length, pos = decode_varint(data, pos, 32)
             stop = pos + length
             byte = data[pos + 1]                        # after the attributes byte: the timestamp delta
             if byte < 0x80:
@@ -119,11 +119,13 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
             elif data[pos + 1] < 0x80:
                 offset_delta, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
-                offset_delta, pos = decode_varint(data, pos)
+                offset_delta, pos = decode_varint(data, pos, 32)
             if data[pos] == 1:                          # varint -1: a null key
                 size, pos = -1, pos + 1
             else:
-                size, pos = decode_varint(data, pos)
+                size, pos = decode_varint(data, pos, 32)
+                if size < -1 or pos + size >= stop:     # the value's size must follow inside the record
+                    raise CorruptRecordError(f"key of {size} bytes in a record of the batch at offset {base_offset}")
             key_starts(base + pos)
             key_sizes(size)
             if size > 0:
@@ -134,7 +136,9 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
             elif data[pos + 1] < 0x80:
                 size, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
-                size, pos = decode_varint(data, pos)
+                size, pos = decode_varint(data, pos, 32)
+            if size < -1 or pos + size >= stop:         # the header count must follow inside the record
+                raise CorruptRecordError(f"value of {size} bytes in a record of the batch at offset {base_offset}")
             value_starts(base + pos)
             value_sizes(size)
             if self.include_headers:
@@ -151,12 +155,12 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
 
 def _headers(data, pos: int) -> list:
     """A record's headers as (key, value) pairs (only with includeHeaders)."""
-    count, pos = decode_varint(data, pos)
+    count, pos = decode_varint(data, pos, 32)
     pairs = []
     for _ in range(count):
-        size, pos = decode_varint(data, pos)
+        size, pos = decode_varint(data, pos, 32)
         key = bytes(data[pos:pos + size]).decode("utf-8")
-        size, pos = decode_varint(data, pos + size)
+        size, pos = decode_varint(data, pos + size, 32)
         pairs.append({"key": key, "value": None if size < 0 else bytes(data[pos:pos + size])})
         pos += max(size, 0)
     return pairs

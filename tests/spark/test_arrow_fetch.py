@@ -3,9 +3,11 @@ data loss after retention or a topic deletion, and a broker that goes away in th
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 
+import crc32c
 import pytest
 from _spark_helpers import BYTES, delete_topic, start_broker
 
@@ -13,6 +15,9 @@ from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.common.record.compression import CompressionType
+from kafka_edu.common.record.default_records import RECORD_BATCH_OVERHEAD
+from kafka_edu.common.record.errors import CorruptRecordError
+from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.common.record.memory_records import MemoryRecordsBuilder
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 
@@ -46,6 +51,20 @@ def test_v2_batches_decode_into_spark_columns(compression):
     assert batch.column("topic").to_pylist() == ["t"] * 4 and batch.column("partition").to_pylist() == [3] * 4
     assert batch.column("headers").to_pylist()[2] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
     assert batch.column("timestampType").to_pylist() == [0] * 4
+
+
+@pytest.mark.parametrize("key_size_varint", [0x14, 0x08, 0x03])    # key sizes 10, 4 and -2 for a 5-byte key
+def test_a_record_whose_fields_leave_it_is_corrupt_as_for_the_clients(key_size_varint):
+    """A batch with a valid CRC whose first record declares a key that runs past the record (10), one
+    that makes the value's size land inside the key (4: -51), or a negative key size (-2). The
+    clients' decoder refuses all three; the Arrow path returned wrong keys and values for the last two."""
+    data = bytearray(built([(1000, b"abcde", b"xyz"), (1001, b"k2", b"second")]))
+    data[RECORD_BATCH_OVERHEAD + 4] = key_size_varint      # after length, attributes, timestamp and offset deltas
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    with pytest.raises(CorruptRecordError):
+        list(MemoryRecords(bytes(data)).records())
+    with pytest.raises(CorruptRecordError):
+        arrow_records.RecordColumns().add(bytes(data))
 
 
 def test_range_cuts_whole_batches_and_legacy_records_decode_too():

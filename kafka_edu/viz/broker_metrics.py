@@ -3,6 +3,7 @@
 # %% book/ch4_server/0905_browsing_metrics.ipynb 20e0e844
 import html
 import math
+import re
 
 import graphviz
 from matplotlib.figure import Figure
@@ -35,6 +36,58 @@ def beans_figure(servers: dict, patterns: list[str], attributes: tuple[str, ...]
         if not beans:
             rows.append('<tr><td colspan="2">no such beans</td></tr>')
         dot.node(f"server{n}", f'<<table border="0" cellborder="1" cellspacing="0">{"".join(rows)}</table>>')
+    return dot
+
+
+# %% book/ch4_server/0905_browsing_metrics.ipynb 306a1846
+_KEY = re.compile(r'([^,=:]+)=("(?:[^"\\]|\\.)*"|[^,]*)')
+
+
+def object_name_keys(name: str) -> tuple[str, list[tuple[str, str]]]:
+    """An ObjectName's domain and its key properties in the order written (quoted values stay quoted)."""
+    domain, _, keys = name.partition(":")
+    return domain, _KEY.findall(keys)
+
+
+def mbean_tree_figure(server, selected: str, attributes: tuple[str, ...] = (), title: str = "") -> graphviz.Digraph:
+    """Figure 4-92 as jconsole's MBeans tab shows a live MBeanServer: every domain and, in each, every `type`;
+    the branch of the `selected` bean opened key by key down to the bean,
+    whose attributes are listed with their values now (only those in `attributes`, if given: the others are
+    listed without a value, for a figure that must come out the same on every run)."""
+    dot = graphviz.Digraph("mbeans", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "fontsize": "11",
+                                                 "label": title, "labelloc": "t", "nodesep": "0.08", "ranksep": "0.3"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "9", "height": "0.2"},
+                           edge_attr={"arrowhead": "none", "color": "#999999"})
+    tree: dict[str, set[str]] = {}
+    for name in server.query_names():
+        domain, keys = object_name_keys(name)
+        tree.setdefault(domain, set()).add(dict(keys).get("type", ""))
+    chosen_domain, chosen_keys = object_name_keys(selected)
+    ids: dict[str, str] = {}        # a folder's path -> its node (a path holds ':', which dot reads as a port)
+
+    def folder(path: str, label: str, parent: str, opened: bool) -> None:
+        ids[path] = f"n{len(ids)}"
+        dot.node(ids[path], html.escape(label), shape="folder", style="filled",
+                 fillcolor="#dde8f5" if opened else "white")
+        dot.edge(parent, ids[path])
+
+    dot.node("root", "MBeans", shape="folder")
+    for domain in sorted(tree):
+        folder(domain, domain, "root", domain == chosen_domain)
+        for kind in sorted(tree[domain]):
+            folder(f"{domain}:type={kind}", kind, ids[domain],
+                   domain == chosen_domain and ("type", kind) in chosen_keys)
+    path = f"{chosen_domain}:type={dict(chosen_keys).get('type', '')}"
+    for key, value in chosen_keys:
+        if key != "type":
+            folder(f"{path},{key}={value}", f"{key}={value}", ids[path], True)
+            path = f"{path},{key}={value}"
+    rows = "".join(f'<tr><td align="left">{html.escape(a)}</td><td align="right">'
+                   f'{_shown(v) if not attributes or a in attributes else "…"}</td></tr>'
+                   for a, v in sorted(server.get_attributes(selected).items()))
+    dot.node("bean", f'<<table border="0" cellborder="1" cellspacing="0"><tr><td colspan="2" bgcolor="#ffd27f">'
+                     f'<b>{html.escape(selected)}</b></td></tr>{rows}</table>>', shape="plaintext")
+    dot.edge(ids[path], "bean", arrowhead="normal")
     return dot
 
 

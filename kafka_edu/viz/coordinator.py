@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
 from kafka_edu.viz.metrics import SvgFigure, svg_figure
+from kafka_edu.viz.sequence import SequenceRecorder, Step, sequence_figure
 
 
 _HANDLERS = {"handle_join_group": ("JoinGroup", 1), "handle_sync_group": ("SyncGroup", 2),
@@ -92,6 +93,212 @@ class MemberTimeline:
         for method in self._wrapped:
             delattr(self.coordinator, method)
         self._wrapped = []
+
+
+# %% book/ch4_server/0703_group_coordinator.ipynb 5963fb36
+COORDINATOR, GROUP, JOINS, HEARTBEATS, MANAGER, LOG = ("GroupCoordinator", "GroupMetadata", "join purgatory",
+                                                       "heartbeat purgatory", "GroupMetadataManager", "__consumer_offsets")
+_PARTS = [COORDINATOR, GROUP, JOINS, HEARTBEATS, MANAGER, LOG]
+
+
+def _text(data: bytes) -> str:
+    """Bytes a member sent or received (an assignment, say), as text when they are printable, else by size."""
+    data = bytes(data)
+    return repr(data.decode()) if data.isascii() and data.decode().isprintable() else f"{len(data)} bytes"
+
+
+class _Requests:
+    """A CoordinatorTrace's view of the members: each request, its answer whenever the coordinator calls
+    back, a note when the request waits instead; and the words for them (mixin of CoordinatorTrace)."""
+
+    def _wrap_request(self, method: str, kind: str) -> None:
+        original = getattr(self.coordinator, method)
+
+        def traced(*args):
+            self._sync()
+            member = (args[2] if kind == "JoinGroup" else self._client(args[2 if kind == "SyncGroup" else 1]))
+            member = member or "(no member)"
+            self._add(member, COORDINATOR, self._request_label(kind, args))
+            callback, answered = args[-1], []
+
+            def answer(*result):
+                self._sync()
+                answered.append(self._add(COORDINATOR, member, f"{kind} answer: {self._answer_label(kind, result)}"))
+                return callback(*result)
+
+            original(*args[:-1], answer)
+            self._sync()
+            if not answered:
+                self._add(COORDINATOR, COORDINATOR, f"{member}'s {kind} is parked")
+
+        self._undo.append((self.coordinator, method, traced, vars(self.coordinator).get(method)))
+        setattr(self.coordinator, method, traced)
+
+    def _request_label(self, kind: str, args) -> str:
+        if kind == "JoinGroup":
+            return "JoinGroup" + (" (new member)" if not args[1] else " (rejoin)")
+        if kind == "SyncGroup":
+            given = ", ".join(f"{self._client(m)}: {_text(a)}" for m, a in args[3].items())
+            return f"SyncGroup, generation {args[1]}" + (f", assigning {given}" if given else ", no assignment")
+        if kind == "OffsetCommit":
+            offsets = ", ".join(f"{t}-{p} at {o.offset}" for (t, p), o in args[3].items())
+            return f"OffsetCommit, generation {args[2]}: {offsets}"
+        return kind if kind == "LeaveGroup" else f"Heartbeat, generation {args[2]}"
+
+    def _answer_label(self, kind: str, result) -> str:
+        if kind == "JoinGroup":
+            (join,) = result
+            if join.error is not Errors.NONE:
+                return join.error.name
+            members = ", ".join(self._client(m) for m, _ in join.members)
+            return (f"generation {join.generation_id}, leader {self._client(join.leader_id)}, "
+                    + (f"members {members}" if members else "no member list"))
+        if kind == "SyncGroup":
+            assignment, error = result
+            return _text(assignment) if error is Errors.NONE else error.name
+        if kind == "OffsetCommit":
+            return ", ".join(sorted({error.name for error in result[0].values()}))
+        return result[0].name
+
+    def _append_label(self, partition: int, records, callback) -> str:
+        end = self.coordinator.group_manager.storage.log_range(partition)
+        return f"append {len(list(records.records()))} record(s) to partition {partition}" + (
+            f" at offset {end[1]}" if end else "")
+
+
+# %% book/ch4_server/0703_group_coordinator.ipynb adc9ee9d
+class _Observing:
+    """A CoordinatorTrace's view of the coordinator's parts: wrappers that record a step, and a look at the
+    state they leave (mixin of CoordinatorTrace)."""
+
+    def _add(self, source: str, target: str, label: str) -> Step:
+        step = Step(source, target, label)
+        self.steps.append((self.current_scene, step))
+        return step
+
+    def _client(self, member_id: str) -> str:
+        return self._clients.get(member_id, member_id)
+
+    def _sync(self) -> None:
+        """Record what changed since the last look: members added or removed, transitions, cached offsets."""
+        manager = self.coordinator.group_manager
+        for group in list(manager.groups.values()) + [seen[0] for seen in self._groups.values()]:
+            _, transitions, members = self._groups.get(group.group_id, (group, 0, ()))
+            self._clients.update({m.member_id: m.client_id for m in group.all_member_metadata()})
+            for member_id in [m for m in group.members if m not in members]:
+                self._add(COORDINATOR, GROUP, f"add {self._client(member_id)} to {group.group_id}")
+            for member_id in [m for m in members if m not in group.members]:
+                self._add(COORDINATOR, GROUP, f"remove {self._client(member_id)} from {group.group_id}")
+            for step in group.transitions[transitions:]:
+                self._add(COORDINATOR, GROUP, f"{step.source.value} -> {step.target.value}, "
+                                              f"generation {step.generation_id}")
+            self._groups[group.group_id] = (group, len(group.transitions), tuple(group.members))
+        offsets = dict(manager.offsets)
+        for key in sorted(k for k, v in offsets.items() if self._offsets.get(k) != v):
+            self._add(MANAGER, MANAGER, f"cache {key.group}: {key.topic}-{key.partition} at {offsets[key].offset}")
+        for key in sorted(self._offsets.keys() - offsets.keys()):
+            self._add(MANAGER, MANAGER, f"forget {key.group}: {key.topic}-{key.partition}")
+        self._offsets = offsets
+
+    def _wrap(self, obj, method: str, source: str, target: str, describe, show_result=None, answer=None) -> None:
+        """Record each call of `obj.method`; `answer` describes the call back of its last argument."""
+        original = getattr(obj, method)
+
+        def traced(*args):
+            self._sync()
+            step = self._add(source, target, describe(*args))
+            step.show_result = show_result
+            if answer is not None:
+                callback = args[-1]
+
+                def called_back(*result):
+                    self._sync()
+                    self._add(target, source, answer(*result))
+                    return callback(*result)
+                args = (*args[:-1], called_back)
+            step.result = original(*args)
+            self._sync()
+            return step.result
+
+        self._undo.append((obj, method, traced, vars(obj).get(method)))
+        setattr(obj, method, traced)
+
+
+class CoordinatorTrace(_Observing, _Requests):
+    """What the parts of a live coordinator do, in order, while it handles requests (figures 4-70, 4-71, 4-75
+    and 4-77): the members' requests and answers, the group's changes, the purgatories, the manager and the log.
+    Observes by wrapping methods on these instances, for a coordinator driven from one thread; `stop` removes
+    the wrappers. Steps are filed under the current `scene`, so that a figure can show one part of a run."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self.coordinator = coordinator
+        self.steps: list[tuple[str, Step]] = []
+        self.current_scene = ""
+        manager, joins, now = coordinator.group_manager, coordinator.join_purgatory, coordinator.time.milliseconds
+        self._groups = {g.group_id: (g, len(g.transitions), tuple(g.members)) for g in manager.groups.values()}
+        self._clients = {m.member_id: m.client_id for g in manager.groups.values() for m in g.all_member_metadata()}
+        self._offsets = dict(manager.offsets)
+        self._undo: list[tuple] = []
+        for method, kind in (("handle_join_group", "JoinGroup"), ("handle_sync_group", "SyncGroup"),
+                             ("handle_heartbeat", "Heartbeat"), ("handle_commit_offsets", "OffsetCommit"),
+                             ("handle_leave_group", "LeaveGroup")):
+            self._wrap_request(method, kind)
+        self._wrap(coordinator, "_complete_and_schedule_next_heartbeat_expiration", COORDINATOR, HEARTBEATS,
+                   lambda group, member: f"renew {self._client(member.member_id)}'s session: DelayedHeartbeat "
+                                         f"due at {now() + member.session_timeout_ms} ms")
+        self._wrap(joins, "try_complete_else_watch", COORDINATOR, JOINS,
+                   lambda op, keys: f"watch DelayedJoin({op.group.group_id}), timeout {op.delay_ms} ms",
+                   lambda done: "completed at once" if done else "waits")
+        self._wrap(joins, "check_and_complete", COORDINATOR, JOINS, lambda key: f"check_and_complete({key.group_id})",
+                   lambda n: f"{n} completed")
+        self._wrap(coordinator, "on_complete_join", JOINS, COORDINATOR,
+                   lambda group: f"DelayedJoin({group.group_id}) completes: on_complete_join")
+        self._wrap(manager, "prepare_store_group", COORDINATOR, MANAGER,
+                   lambda group, assignment, callback: f"prepare_store_group(generation {group.generation_id})")
+        self._wrap(manager, "prepare_store_offsets", COORDINATOR, MANAGER, lambda group_id, offsets, callback:
+                   "prepare_store_offsets(" + ", ".join(f"{t}-{p} at {o.offset}" for (t, p), o in offsets.items()) + ")")
+        self._wrap(manager, "store", COORDINATOR, MANAGER,
+                   lambda delayed: f"store: {delayed.records.size_in_bytes} bytes for partition {delayed.partition}")
+        self._wrap(manager.storage, "append", MANAGER, LOG, self._append_label, answer=lambda e: f"appended: {e.name}")
+        self._wrap(coordinator, "_on_group_stored", MANAGER, COORDINATOR,
+                   lambda group, generation, assignment, error: f"generation {generation} stored: {error.name}")
+
+    def scene(self, name: str) -> None:
+        """File the steps from now on under `name`."""
+        self._sync()
+        self.current_scene = name
+
+    def observed(self) -> list[str]:
+        return [f"{type(obj).__name__}.{method}" for obj, method, _, _ in self._undo]
+
+    def stop(self) -> None:
+        """Remove the wrappers still in place, restoring whatever an instance had before."""
+        for obj, method, wrapper, previous in reversed(self._undo):
+            if vars(obj).get(method) is wrapper:
+                if previous is None:
+                    delattr(obj, method)
+                else:
+                    setattr(obj, method, previous)
+        self._undo = []
+
+
+# %% book/ch4_server/0703_group_coordinator.ipynb 106acd74
+def coordinator_trace_figure(trace: CoordinatorTrace, scenes: list[str], lanes: list[str] | None = None,
+                             title: str = "") -> graphviz.Digraph:
+    """Figures 4-70, 4-71, 4-75 and 4-77: the steps of some scenes of a trace as a sequence diagram
+    (`viz.sequence`), the members first in the order they joined, then the coordinator's parts; with `lanes`,
+    only the steps between those lanes, in that order."""
+    steps = [step for scene, step in trace.steps if scene in scenes
+             and (lanes is None or (step.source in lanes and step.target in lanes))]
+    used = {lane for step in steps for lane in (step.source, step.target)}
+    if lanes is None:
+        joined = list(dict.fromkeys(trace._clients.values()))
+        members = sorted(used - set(_PARTS), key=lambda m: (joined.index(m) if m in joined else len(joined), m))
+        lanes = members + _PARTS
+    recorder = SequenceRecorder([lane for lane in lanes if lane in used])
+    # dot reads a backslash in a label as an escape: double it so that it is shown
+    recorder.steps = [Step(step.source, step.target, step.text().replace("\\", "\\\\")) for step in steps]
+    return sequence_figure(recorder, title)
 
 
 # %% book/ch4_server/0703_group_coordinator.ipynb db1f4020

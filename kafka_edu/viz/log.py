@@ -7,6 +7,8 @@ from typing import NamedTuple
 import graphviz
 
 from kafka_edu.common.record.memory_records import MemoryRecords
+from kafka_edu.server.log.errors import OffsetOutOfRangeError
+from kafka_edu.server.log.file_records import iter_log_entries
 
 
 class SegmentSummary(NamedTuple):
@@ -126,6 +128,60 @@ def segment_lookup_figure(log, offset: int) -> graphviz.Digraph:
     return dot
 
 
+# %% book/ch4_server/0306_log.ipynb 2c6cd273
+def _offsets(entry) -> str:
+    """An entry's offsets: one, or first..last for a v2 batch of several records."""
+    first = entry.base_offset
+    if first is None or first == entry.last_offset:
+        return str(entry.last_offset)
+    return f"{first}..{entry.last_offset}"
+
+
+def _next_fetch(log, start_offset: int, info, max_length: int) -> tuple[str, str]:
+    """What a reader that got `info` would ask for next, and what the log answers."""
+    got = list(info.records.entries()) if info is not None else []
+    offset = got[-1].last_offset + 1 if got else start_offset
+    try:
+        size = log.read(offset, max_length).records.size_in_bytes()
+    except OffsetOutOfRangeError as exc:
+        return f"next fetch from {offset}", f"OffsetOutOfRange: {exc}"
+    return f"next fetch from {offset}", f"{size} bytes" + (": wait for the append to be published" if not size else "")
+
+
+def exposure_figure(log, start_offset: int, max_length: int = 1 << 20) -> graphviz.Digraph:
+    """Figure 4-26 from a live log whose writer has written an append but not yet published the new
+    log end offset: the same read (a) bounded only by the file, as before KAFKA-2477, and (b) through
+    `Log.read`, bounded by the published position."""
+    published = log.log_end_offset_metadata
+    segment = log.floor_segment(start_offset)
+    dot = _graph("exposure", html.escape(f"{log.name}: published log end offset {published.message_offset} at byte "
+                                         f"{published.relative_position_in_segment}; the file holds {segment.size()} bytes"))
+    cells = []
+    for entry in segment.log.entries():
+        if entry.last_offset < start_offset - 2:
+            continue
+        end = entry.position + entry.total_size
+        shown = end <= published.relative_position_in_segment
+        cells.append(f"<td bgcolor='{'#c9f0c9' if shown else '#ffd27f'}'>offset {_offsets(entry)}<br/>"
+                     f"<font point-size='8'>bytes {entry.position}..{end}<br/>"
+                     f"{'published' if shown else 'written, not published'}</font></td>")
+    dot.node("file", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='4'><tr>"
+                     f"<td>segment {segment.base_offset}<br/>(tail)</td>{''.join(cells)}</tr></table>>")
+    reads = [("(a) before the fix: read up to the file's end",
+              segment.read(start_offset, None, max_length, segment.size()), "#f5d5d5"),
+             ("(b) Log.read: read up to the published position", log.read(start_offset, max_length), "#e6f2e6")]
+    for n, (label, info, colour) in enumerate(reads):
+        got = ", ".join(_offsets(e) for e in info.records.entries()) if info is not None else "nothing"
+        asked, answer = _next_fetch(log, start_offset, info, max_length)
+        dot.node(f"read{n}", f"<<table border='0' cellborder='1' cellspacing='0' cellpadding='4' bgcolor='{colour}'>"
+                             f"<tr><td><b>{html.escape(label)}</b></td></tr>"
+                             f"<tr><td align='left'>fetch from {start_offset}: offsets {got}</td></tr>"
+                             f"<tr><td align='left'>{asked}: {html.escape(answer)}</td></tr></table>>")
+        dot.edge("file", f"read{n}", style="invis")
+    dot.attr(rankdir="TB")
+    return dot
+
+
 # %% book/ch4_server/0306_log.ipynb 4046aaef
 def recovery_snapshot(log, label: str) -> dict:
     """What figure 4-25 needs from a live log at one moment."""
@@ -153,4 +209,45 @@ def recovery_figure(snapshots: list[dict]) -> graphviz.Digraph:
                     f"<font point-size='8'>{marks}</font></td>{''.join(cells)}</tr>")
     dot.node("timeline", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3'>"
                          + "".join(rows) + "</table>>")
+    return dot
+
+
+# %% book/ch4_server/0306_log.ipynb 953c99ee
+class TailSnapshot(NamedTuple):
+    label: str
+    skipped: int                             # whole entries before those shown
+    entries: list[tuple[str, int, int]]      # (offsets, position, size) of the last whole entries
+    size: int                                # all bytes, the torn tail included
+
+
+def tail_snapshot(label: str, data, last: int = 3) -> TailSnapshot:
+    """The last whole entries and the size of `data`: the bytes of a request, or a segment's file."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        entries, size = iter_log_entries(data), len(data)
+    else:
+        entries, size = data.entries(), data.size_in_bytes()
+    whole = [(_offsets(e), e.position, e.total_size) for e in entries]
+    return TailSnapshot(label, max(len(whole) - last, 0), whole[-last:], size)
+
+
+def trim_figure(rows: list[tuple[TailSnapshot, int]]) -> graphviz.Digraph:
+    """Figure 4-24: each row a snapshot of bytes ending in a torn entry, and how many bytes the log
+    kept of them (an append's `valid_bytes`; a recovered segment's size)."""
+    dot = _graph("trim", "whole entries are kept, the torn tail is cut")
+    for n, (snap, kept) in enumerate(rows):
+        whole_end = snap.entries[-1][1] + snap.entries[-1][2] if snap.entries else 0
+        cells = [f"<td bgcolor='#eeeeee'>{snap.skipped} entries<br/>bytes 0..{snap.entries[0][1]}</td>"
+                 if snap.skipped else ""]
+        cells += [f"<td bgcolor='#c9f0c9'>offset {offsets}<br/><font point-size='8'>bytes {position}.."
+                  f"{position + size}</font></td>" for offsets, position, size in snap.entries]
+        if snap.size > whole_end:
+            cells.append(f"<td bgcolor='#f5a3a3'>torn<br/><font point-size='8'>bytes {whole_end}..{snap.size}"
+                         "</font></td>")
+        verdict = f"kept {kept:,} bytes, cut {snap.size - kept:,}"
+        dot.node(f"row{n}", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='4'><tr>"
+                             f"<td align='left'>{html.escape(snap.label)}<br/><font point-size='8'>{verdict}</font>"
+                             f"</td>{''.join(cells)}</tr></table>>")
+        if n:
+            dot.edge(f"row{n - 1}", f"row{n}", style="invis")
+    dot.attr(rankdir="TB")
     return dot

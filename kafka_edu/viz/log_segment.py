@@ -3,6 +3,8 @@
 # %% book/ch4_server/0305_log_segment.ipynb 7458f3b8
 import graphviz
 
+from kafka_edu.common.record.compression import CompressionType
+from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.server.log.log_segment import LogSegment
 
 
@@ -32,4 +34,46 @@ def translate_figure(segment: LogSegment, offset: int) -> graphviz.Digraph:
                      f"</b></td></tr>{rows}</table>>")
     start = next(n for n, e in enumerate(slots) if tuple(e) == tuple(found)) if tuple(found) in map(tuple, slots) else None
     dot.edge(f"index:i{start}:e" if start is not None else "index", "scan:s0:w", label=f" start at byte {found.position}")
+    return dot
+
+
+# %% book/ch4_server/0305_log_segment.ipynb 82fafec3
+def _entry_text(entry) -> str:
+    """What an entry's header says about its offsets, and the offsets of the records inside it."""
+    codec = CompressionType(entry.codec).config_name
+    records = [r.offset for r in MemoryRecords(entry.tobytes()).records(verify=False)]
+    if entry.magic >= 2:
+        head = (f"batch v2, {codec}<br/>header: base offset {entry.base_offset}, "
+                f"last offset delta {entry.last_offset_delta}")
+    elif entry.is_compressed:
+        head = f"wrapper message v{entry.magic}, {codec}<br/>header: offset {entry.offset} (its last record's)"
+    else:
+        head = f"message v{entry.magic}<br/>header: offset {entry.offset}"
+    return f"byte {entry.position}: {head}<br/>records at offsets {', '.join(map(str, records))}"
+
+
+def first_offset_figure(segments: list[tuple[str, LogSegment]]) -> graphviz.Digraph:
+    """Figure 4-20 from live segments: each entry's header offsets and record offsets, and the index
+    entries `append` wrote, which carry the first offset of the append (for a v0/v1 compressed wrapper
+    not the offset in its header)."""
+    dot = graphviz.Digraph("first_offset", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "fontsize": "10",
+                                                       "label": "segment.append(first_offset, ...): the index "
+                                                                "entry names the append's first offset",
+                                                       "labelloc": "t", "nodesep": "0.3"},
+                           node_attr={"fontname": "Helvetica", "fontsize": "9", "shape": "plaintext"},
+                           edge_attr={"arrowsize": "0.6", "fontname": "Helvetica", "fontsize": "8"})
+    for n, (label, segment) in reversed(list(enumerate(segments))):     # graphviz stacks the last made on top
+        with dot.subgraph(name=f"cluster{n}", graph_attr={"label": label, "style": "rounded", "color": "#aaaaaa"}) as sub:
+            rows = "".join(f"<tr><td port='e{e.position}' align='left' balign='left' "
+                           f"bgcolor='{'#ffe8b3' if e.is_compressed else '#fff6e0'}'>{_entry_text(e)}</td></tr>"
+                           for e in segment.log.entries())
+            sub.node(f"log{n}", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3'><tr><td>"
+                                f"<b>.log of segment {segment.base_offset}</b></td></tr>{rows}</table>>")
+            slots = segment.index.entries_list()
+            rows = "".join(f"<tr><td port='i{k}'>offset {s.offset} (relative {s.offset - segment.base_offset})"
+                           f" | position {s.position}</td></tr>" for k, s in enumerate(slots))
+            sub.node(f"index{n}", "<<table border='0' cellborder='1' cellspacing='0' cellpadding='3' bgcolor='#dde8f5'>"
+                                  f"<tr><td><b>.index</b></td></tr>{rows}</table>>")
+            for k, s in enumerate(slots):
+                sub.edge(f"index{n}:i{k}:e", f"log{n}:e{s.position}:w")
     return dot

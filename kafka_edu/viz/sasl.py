@@ -6,6 +6,10 @@ import html
 import graphviz
 
 from kafka_edu.common.network.authenticator import SaslClientState, SaslServerState
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.common.protocol.header import RequestHeader, decode_response
+from kafka_edu.viz.sequence import SequenceRecorder, Step, sequence_figure
 
 _C, _S = SaslClientState, SaslServerState
 TRANSITIONS = {
@@ -81,3 +85,159 @@ def class_diagram(classes: list[type], title: str = "") -> graphviz.Digraph:
             if base.__name__ in names:
                 dot.edge(cls.__name__, base.__name__)
     return dot
+
+
+# %% book/ch4_server/0801_authentication.ipynb 64c74cd5
+def _mechanism_text(mechanism) -> str:
+    if mechanism is None:
+        return "no SaslServer yet:\\nthe handshake will choose it"
+    user = getattr(mechanism, "authorization_id", None) or getattr(mechanism, "username", None)
+    return f"{type(mechanism).__name__}\\n{'user ' + user if user else 'no user yet'}, complete: {mechanism.is_complete()}"
+
+
+def _builder_text(builder) -> str:
+    if hasattr(builder, "enabled_mechanisms"):
+        settings = "mechanisms " + ", ".join(builder.enabled_mechanisms)
+    elif hasattr(builder, "_handshake_version"):
+        settings = f"SaslHandshake v{builder._handshake_version}"
+    else:
+        settings = "nothing to prove"
+    return f"{type(builder).__name__}\\n{settings}\\n{'TLS' if getattr(builder, 'ssl_context', None) else 'no TLS'}"
+
+
+def channel_figure(sides: dict[str, tuple], title: str = "") -> graphviz.Digraph:
+    """Figure 4-80 from live objects: for each side (label -> (channel builder, the channel it built)), the
+    builder, the KafkaChannel with its readiness and principal, its transport, its authenticator with its
+    state, and the SASL mechanism the authenticator drives. Two sides are drawn as one connection."""
+    dot = graphviz.Digraph("channels", graph_attr={"rankdir": "LR", "label": title, "labelloc": "t", **_FONT},
+                           node_attr={"shape": "box", "style": "rounded,filled", "fillcolor": "white", **_FONT},
+                           edge_attr={**_FONT, "fontsize": "9"})
+    for n, (side, (builder, channel)) in enumerate(sides.items()):
+        with dot.subgraph(name=f"cluster_{n}", graph_attr={"label": side, "style": "dashed"}) as sub:
+            sub.node(f"b{n}", _builder_text(builder), fillcolor="#dde8f5")
+            ready = channel.ready()
+            sub.node(f"c{n}", f"KafkaChannel {channel.id}\\nready: {ready}\\nprincipal {channel.principal}",
+                     fillcolor="#e3f1e3" if ready else "#fff2c6", penwidth="2")
+            sub.edge(f"b{n}", f"c{n}", label=" build_channel()")
+            transport = channel.transport
+            sub.node(f"t{n}", type(transport).__name__ if transport is not None else "the socket itself\\n(plaintext)")
+            sub.edge(f"c{n}", f"t{n}", label=" transport")
+            auth = channel.authenticator
+            sub.node(f"a{n}", f"{type(auth).__name__}\\nstate {auth.state.value}" if auth else "no authenticator")
+            sub.edge(f"c{n}", f"a{n}", label=" authenticator")
+            if auth is not None:
+                mechanism = auth._sasl_server if hasattr(auth, "_sasl_server") else auth._client
+                sub.node(f"m{n}", _mechanism_text(mechanism), style="rounded,dashed" if mechanism is None else "rounded")
+                sub.edge(f"a{n}", f"m{n}", label=" mechanism")
+    if len(sides) == 2:
+        dot.edge("c0", "c1", label=" one connection", dir="both", style="dashed", constraint="false")
+    return dot
+
+
+# %% book/ch4_server/0801_authentication.ipynb 6e11fe23
+_API_NAMES = {ApiKeys.API_VERSIONS: "ApiVersions", ApiKeys.SASL_HANDSHAKE: "SaslHandshake",
+              ApiKeys.SASL_AUTHENTICATE: "SaslAuthenticate"}
+
+
+class SaslSequence:
+    """One SASL login as it happened (figure 4-82): each frame an authenticator queued, decoded; the calls
+    into each side's SASL mechanism; each state change. `watch` observes a freshly built channel by wrapping
+    methods of its authenticator and mechanism (those instances only, which live as long as the connection)."""
+
+    def __init__(self):
+        self.steps: list[Step] = []
+        self.lanes: dict[str, list[str]] = {"client": [], "broker": []}   # mechanism and authenticator lanes
+        self._requests: dict[int, tuple[ApiKeys, int]] = {}    # correlation id -> (api, version) the client sent
+        self._raw_tokens = False                               # after a SaslHandshake v0: raw token frames (0.10)
+
+    def watch(self, channel, side: str) -> None:
+        """Observe `channel` (built, not yet authenticating) as the `side` "client" or "broker"."""
+        auth = channel.authenticator
+        me, hook, queue = type(auth).__name__, auth._trace_hook, auth._queue
+        self.lanes[side].append(me)
+
+        def traced_hook(who, state, event):
+            if event.startswith(("-> ", "failed", "authenticated")):
+                self.steps.append(Step(me, me, event.replace("-> ", "state ")))
+            if hook is not None:
+                hook(who, state, event)
+
+        def traced_queue(payload):
+            peer = self.lanes["client"][-1] if side == "broker" else self.lanes["broker"][0]
+            self.steps.append(Step(me, peer, self._frame(side, auth, bytes(payload))))
+            return queue(payload)
+
+        auth._trace_hook, auth._queue = traced_hook, traced_queue
+        if side == "client":
+            self._watch_mechanism(auth._client, side, me)
+            return
+        factory = auth._server_factory
+
+        def traced_factory(mechanism):
+            created = factory(mechanism)
+            self._watch_mechanism(created, side, me)
+            self.steps.append(Step(me, type(created).__name__, f"creates the SaslServer for {mechanism}"))
+            return created
+        auth._server_factory = traced_factory
+
+    def _watch_mechanism(self, mechanism, side: str, auth_lane: str) -> None:
+        lane = type(mechanism).__name__
+        if side == "client":
+            self.lanes[side].insert(0, lane)
+        else:
+            self.lanes[side].append(lane)
+        describe = getattr(mechanism, "describe", lambda token: f"{len(token)} bytes")   # PLAIN masks the password
+        for method in ("initial_response", "evaluate_challenge", "evaluate_response"):
+            if hasattr(mechanism, method):
+                setattr(mechanism, method, self._traced_call(mechanism, method, auth_lane, lane, describe))
+
+    def _traced_call(self, mechanism, method: str, source: str, target: str, describe):
+        original = getattr(mechanism, method)
+
+        def traced(*args):
+            step = Step(source, target, f"{method}({', '.join(describe(bytes(a)) for a in args)})")
+            self.steps.append(step)
+            try:
+                answer = original(*args)
+            except Exception as exc:
+                step.label += f" raises {type(exc).__name__}"
+                raise
+            step.label += (f" -> {'nothing' if answer is None else describe(bytes(answer))}"
+                           + (", complete" if mechanism.is_complete() else ""))
+            return answer
+        return traced
+
+    def _frame(self, side: str, auth, payload: bytes) -> str:
+        """What a queued frame carries: a request, the response to one, or a raw token."""
+        client = getattr(auth, "_client", None)
+        describe = client.describe if client is not None else (lambda token: f"{len(token)} bytes")
+        if side == "client" and self._raw_tokens:
+            return f"raw token frame: {describe(payload)}"
+        if side == "client":
+            header, pos = RequestHeader.read_from(payload)
+            api = ApiKeys(header.api_key)
+            body = api.request_schema(header.api_version).read(payload, pos)
+            self._requests[header.correlation_id] = (api, header.api_version)
+            self._raw_tokens = api is ApiKeys.SASL_HANDSHAKE and header.api_version == 0
+            detail = (f": mechanism {body.mechanism}" if api is ApiKeys.SASL_HANDSHAKE else
+                      f": token {describe(body.auth_bytes)}" if api is ApiKeys.SASL_AUTHENTICATE else "")
+            return f"{_API_NAMES.get(api, api.name)} v{header.api_version} request{detail}"
+        correlation = int.from_bytes(payload[:4], "big", signed=True) if len(payload) >= 4 else None
+        if correlation not in self._requests:
+            return f"raw token frame: {len(payload)} bytes"
+        api, version = self._requests.pop(correlation)
+        body = decode_response(payload, api, version)[1]
+        text = f"{_API_NAMES.get(api, api.name)} v{version} response: {Errors.for_code(body.error_code).name}"
+        if api is ApiKeys.SASL_HANDSHAKE:
+            text += ", mechanisms " + ", ".join(body.mechanisms)
+        if api is ApiKeys.SASL_AUTHENTICATE:
+            text += f" ({body.error_message})" if body.error_code else f", token of {len(body.auth_bytes)} bytes"
+        return text
+
+
+def sasl_sequence_figure(sequence: SaslSequence, title: str = "") -> graphviz.Digraph:
+    """Figure 4-82: a SaslSequence as a sequence diagram (`viz.sequence`), client lanes left, broker lanes right."""
+    recorder = SequenceRecorder(sequence.lanes["client"] + sequence.lanes["broker"])
+    # dot reads a backslash in a label as an escape: double it so that PLAIN's \0 separators are shown
+    recorder.steps = [Step(s.source, s.target, s.label.replace("\\", "\\\\")) for s in sequence.steps]
+    return sequence_figure(recorder, title)

@@ -1,9 +1,13 @@
 """The figure helpers of kafka_edu.viz read live objects correctly (the notebooks show the pictures)."""
+import threading
+
 from kafka_edu.clients.client_request import ClientRequest
+from kafka_edu.clients.consumer.kafka_consumer import KafkaConsumer
 from kafka_edu.clients.in_flight_requests import InFlightRequests
 from kafka_edu.clients.producer.buffer_pool import BufferPool
+from kafka_edu.clients.producer.record_accumulator import RecordAccumulator
 from kafka_edu.clients.producer.record_batch import ProducerBatch
-from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.common.cluster import Cluster, Node, PartitionInfo, TopicPartition
 from kafka_edu.common.network.network_send import NetworkSend
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.record.compression import CompressionType
@@ -14,7 +18,9 @@ from kafka_edu.common.utils.time import MockTime
 from kafka_edu.server.log.log import Log
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
+from kafka_edu.viz.accumulator import append_race_figure, append_race_snapshot
 from kafka_edu.viz.buffer_pool import batch_buffers, pool_figure
+from kafka_edu.viz.consumer_parts import consumer_parts_figure, consumer_wiring
 from kafka_edu.viz.in_flight import in_flight_figure
 from kafka_edu.viz.log import recovery_snapshot, segment_lookup_figure
 from kafka_edu.viz.message_set import _fields
@@ -124,3 +130,43 @@ def test_log_figures_follow_the_live_log(tmp_path):
     assert 0 < snapshot["recovery_point"] <= 7
     chosen = max(b for b in snapshot["segments"] if b <= 5)
     assert f"floor entry of offset 5 is segment {chosen}" in segment_lookup_figure(log, 5).source
+
+
+def test_append_race_snapshot_reads_a_thread_inside_append():
+    broker = Node(0, "b", 9092)
+    cluster = Cluster([broker], [PartitionInfo("t", 0, broker, (broker,), (broker,))])
+    accumulator = RecordAccumulator(batch_size=1024, total_size=1024, linger_ms=0, time=MockTime())
+    tp = TopicPartition("t", 0)
+    accumulator.append(tp, 0, None, b"x" * 900)          # the pool's only buffer, with no room for 100 more bytes
+    results = {}
+    thread = threading.Thread(target=lambda: results.update(W=accumulator.append(
+        tp, 0, None, b"y" * 100, max_time_to_block_ms=10_000)), name="W", daemon=True)
+    thread.start()
+    for _ in range(10_000):
+        if accumulator.free.queued():
+            break
+        threading.Event().wait(0.001)
+    waiting = append_race_snapshot(accumulator, tp, [thread], results)
+    assert waiting["threads"]["W"]["calls"][:1] == ["allocate"] and waiting["threads"]["W"]["buffer"] is None
+    assert waiting["pool"]["queued"] == 1 and len(waiting["batches"]) == 1
+    [sent] = accumulator.drain(cluster, [broker], 1_048_576, 0)[0]
+    accumulator.deallocate(sent)                          # its buffer goes to the waiting thread
+    thread.join(10)
+    done = append_race_snapshot(accumulator, tp, [thread], results)
+    assert done["threads"]["W"]["result"].new_batch_created and done["threads"]["W"]["batch"] == 0
+    source = append_race_figure({"waiting": waiting, "done": done}).source
+    assert "waits for memory" in source and "record 0" in source
+
+
+def test_consumer_parts_follow_the_live_references():
+    consumer = KafkaConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "client.id": "parts"})
+    try:
+        parts, edges = consumer_wiring(consumer)
+        wiring = {(type(parts[i]).__name__, type(parts[j]).__name__, name) for i, j, name in edges}
+        assert {("Fetcher", "LoginCheckingClient", "client"), ("ConsumerCoordinator", "LoginCheckingClient", "client"),
+                ("LoginCheckingClient", "NetworkClient", "client")} <= wiring
+        assert sum(part is consumer.client for part in parts) == 1       # one shared client, drawn once
+        source = consumer_parts_figure(consumer).source
+        assert "AutoCommitTask" in source and "HeartbeatThread" not in source   # not joined: no heartbeat thread
+    finally:
+        consumer.close(timeout_ms=0)

@@ -263,3 +263,51 @@ def test_many_operations_many_threads_each_completed_once(clock):
         assert all(op.expirations == 0 for op in ops)
     finally:
         purgatory.shutdown()
+
+
+# --- Beyond 0.10 (Kafka 1.1): an event never waits for another completer --------------------------
+
+class PausingOnce(Waiting):
+    """Once `armed`, its next try evaluates the condition, then pauses with the operation's lock held."""
+
+    def __init__(self, delay_ms: int, condition):
+        super().__init__(delay_ms, condition)
+        self.armed, self.checked, self.resume = False, threading.Event(), threading.Event()
+
+    def try_complete(self) -> bool:
+        self.tries += 1
+        holds = self.condition()
+        if self.armed:
+            self.armed = False
+            self.checked.set()
+            self.resume.wait(5)
+        return self.force_complete() if holds else False
+
+
+def test_an_event_finding_the_lock_taken_returns_and_the_holder_tries_again(purgatory):
+    ready = threading.Event()
+    op = PausingOnce(1000, ready.is_set)
+    assert not purgatory.try_complete_else_watch(op, ["k"])
+    op.tries, op.armed = 0, True
+    holder_result = []
+    holder = threading.Thread(target=lambda: holder_result.append(purgatory.check_and_complete("k")), daemon=True)
+    holder.start()
+    assert op.checked.wait(5)                   # the holder found the condition false and still holds the lock
+    ready.set()
+    started = real_time.monotonic()
+    assert purgatory.check_and_complete("k") == 0                 # the event: it did not wait for the lock
+    assert real_time.monotonic() - started < 1 and op.completions == 0
+    op.resume.set()
+    holder.join(5)
+    assert not holder.is_alive() and holder_result == [1]         # the holder's second try completed it
+    assert op.tries == 2 and op.completions == 1 and purgatory.watch_counts() == {}
+
+
+def test_a_try_that_finds_a_borrowed_lock_held_by_its_own_thread_runs(purgatory):
+    """DelayedJoin and DelayedHeartbeat borrow their group's re-entrant lock; the coordinator re-tests them
+    while holding it, and then the try is made at once."""
+    shared = threading.RLock()
+    op = Waiting(1000, lambda: True)
+    op.lock = shared
+    with shared:
+        assert op.maybe_try_complete() and op.completions == 1

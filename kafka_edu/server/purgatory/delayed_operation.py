@@ -21,6 +21,8 @@ class DelayedOperation(TimerTask):
         self._completed = False
         self._completed_lock = threading.Lock()
         self.lock = threading.RLock()
+        self._try_pending = False            # Beyond 0.10: a try found `lock` taken (maybe_try_complete)
+        self._pending_lock = threading.Lock()
 
     @property
     def is_completed(self) -> bool:
@@ -40,6 +42,27 @@ class DelayedOperation(TimerTask):
         """`try_complete` under this operation's lock, as every caller must run it."""
         with self.lock:
             return self.try_complete()
+
+    def maybe_try_complete(self) -> bool:
+        """Beyond 0.10 (Kafka 1.1): `try_complete` under this operation's lock, but never wait for it.
+        Finding it taken, leave a note; the holder reads the note once it lets go, and tries again."""
+        while True:
+            if self.lock.acquire(blocking=False):
+                try:
+                    self._swap_pending(False)
+                    done = self.try_complete()
+                finally:
+                    self.lock.release()
+                retry = self._try_pending
+            else:
+                done, retry = False, not self._swap_pending(True)
+            if done or self.is_completed or not retry:
+                return done
+
+    def _swap_pending(self, value: bool) -> bool:
+        with self._pending_lock:                # get-and-set, as Java's AtomicBoolean does it
+            previous, self._try_pending = self._try_pending, value
+            return previous
 
     def run(self) -> None:
         """The timeout path, run by the timer's executor."""
@@ -87,7 +110,7 @@ class Watchers:
         for operation in pending:
             if operation.is_completed:
                 finished.append(operation)
-            elif operation.safe_try_complete():
+            elif operation.maybe_try_complete():
                 completed += 1
                 finished.append(operation)
         self._forget(finished)
@@ -143,7 +166,7 @@ class DelayedOperationPurgatory:
                 watch_created = True
                 with self._estimate_lock:
                     self._estimated_total_operations += 1
-        if operation.safe_try_complete():
+        if operation.maybe_try_complete():
             return True
         if not operation.is_completed:
             self.timeout_timer.add(operation)

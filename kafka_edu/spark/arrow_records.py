@@ -124,7 +124,7 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
                 size, pos = -1, pos + 1
             else:
                 size, pos = decode_varint(data, pos, 32)
-                if size < -1 or pos + size >= stop:     # the value's size must follow inside the record
+                if size < -1 or pos + max(size, 0) >= stop:     # the value's size must follow inside the record
                     raise CorruptRecordError(f"key of {size} bytes in a record of the batch at offset {base_offset}")
             key_starts(base + pos)
             key_sizes(size)
@@ -137,12 +137,12 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
                 size, pos = zigzag[(byte & 0x7F) | (data[pos + 1] << 7)], pos + 2
             else:
                 size, pos = decode_varint(data, pos, 32)
-            if size < -1 or pos + size >= stop:         # the header count must follow inside the record
+            if size < -1 or pos + max(size, 0) >= stop:         # the header count must follow inside the record
                 raise CorruptRecordError(f"value of {size} bytes in a record of the batch at offset {base_offset}")
             value_starts(base + pos)
             value_sizes(size)
             if self.include_headers:
-                self.headers.append(_headers(data, pos + max(size, 0)))
+                self.headers.append(_headers(data, pos + max(size, 0), stop))
             offsets(base_offset + offset_delta)
             timestamps(append_time if append_time is not None else base_timestamp + timestamp_delta)
             pos = stop                                  # headers, if any, are skipped by the length
@@ -153,16 +153,23 @@ def _add_v2(self, batch: DefaultRecordBatch) -> None:
     self.type_runs.append((header.records_count, 1 if append_time is not None else 0))
 
 
-def _headers(data, pos: int) -> list:
-    """A record's headers as (key, value) pairs (only with includeHeaders)."""
+def _headers(data, pos: int, stop: int) -> list:
+    """A record's headers as (key, value) pairs (only with includeHeaders); they must end at `stop`,
+    the record's end, as the consumer's decoder requires."""
     count, pos = decode_varint(data, pos, 32)
     pairs = []
     for _ in range(count):
         size, pos = decode_varint(data, pos, 32)
+        if size < 0 or pos + size > stop:
+            raise CorruptRecordError(f"header key of {size} bytes leaves its record")
         key = bytes(data[pos:pos + size]).decode("utf-8")
         size, pos = decode_varint(data, pos + size, 32)
+        if size < -1 or pos + max(size, 0) > stop:
+            raise CorruptRecordError(f"header value of {size} bytes leaves its record")
         pairs.append({"key": key, "value": None if size < 0 else bytes(data[pos:pos + size])})
         pos += max(size, 0)
+    if count < 0 or pos != stop:
+        raise CorruptRecordError(f"{count} headers do not end their record")
     return pairs
 
 

@@ -13,6 +13,7 @@ from kafka_edu.clients.consumer.fetcher import Fetcher
 from kafka_edu.clients.consumer.subscription_state import SubscriptionState
 from kafka_edu.clients.metadata import Metadata
 from kafka_edu.clients.network_client import NetworkClient
+from kafka_edu.common.protocol.api_keys import ApiKeys
 
 # The parts of the book's figure 3-35 below KafkaConsumer, by class (the first class a part is an instance of names it).
 PARTS = (SubscriptionState, ConsumerCoordinator, Fetcher, ConsumerNetworkClient, NetworkClient,
@@ -62,9 +63,12 @@ def _facts(part) -> list[str]:
                 "fetch sessions: " + (", ".join(f"broker {n}" for n in sorted(part.sessions)) or "-")]
     if isinstance(part, ConsumerNetworkClient):
         tasks = sorted(BOOK_TASKS.get(task.__name__, task.__name__) for task in part.delayed_tasks._entries)
-        unsent = [f"{len(requests)} to {_node_name(node)}"
-                  for node, requests in sorted(part.unsent.items()) if requests]
-        return ["unsent: " + (", ".join(unsent) or "none"), "delayed tasks: " + (", ".join(tasks) or "none")]
+        # the heartbeat thread parks a Heartbeat here for up to retry.backoff.ms every 3 s: left out, so
+        # that the figure does not depend on when it is drawn
+        unsent = [f"{len(kept)} to {_node_name(node)}" for node, requests in sorted(part.unsent.items())
+                  if (kept := [r for r in requests if r.api_key is not ApiKeys.HEARTBEAT])]
+        return ["unsent (no heartbeats): " + (", ".join(unsent) or "none"),
+                "delayed tasks: " + (", ".join(tasks) or "none")]
     if isinstance(part, NetworkClient):
         return ["connections: " + (", ".join(_node_name(n) for n in sorted(part.selector.channels, key=int)) or "none")]
     if isinstance(part, Metadata):

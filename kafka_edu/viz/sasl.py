@@ -135,6 +135,7 @@ def channel_figure(sides: dict[str, tuple], title: str = "") -> graphviz.Digraph
 
 
 # %% book/ch4_server/0801_authentication.ipynb 6e11fe23
+_ABSENT = object()      # an attribute the instance did not hold itself (a method of its class)
 _API_NAMES = {ApiKeys.API_VERSIONS: "ApiVersions", ApiKeys.SASL_HANDSHAKE: "SaslHandshake",
               ApiKeys.SASL_AUTHENTICATE: "SaslAuthenticate"}
 
@@ -142,9 +143,10 @@ _API_NAMES = {ApiKeys.API_VERSIONS: "ApiVersions", ApiKeys.SASL_HANDSHAKE: "Sasl
 class SaslSequence:
     """One SASL login as it happened (figure 4-82): each frame an authenticator queued, decoded; the calls
     into each side's SASL mechanism; each state change. `watch` observes a freshly built channel by wrapping
-    methods of its authenticator and mechanism (those instances only, which live as long as the connection)."""
+    methods of its authenticator and mechanism (those instances only); `stop` puts them back."""
 
     def __init__(self):
+        self._undo: list[tuple[object, str, object]] = []      # (instance, attribute, its own value or _ABSENT)
         self.steps: list[Step] = []
         self.lanes: dict[str, list[str]] = {"client": [], "broker": []}   # mechanism and authenticator lanes
         self._requests: dict[int, tuple[ApiKeys, int]] = {}    # correlation id -> (api, version) the client sent
@@ -163,11 +165,13 @@ class SaslSequence:
                 hook(who, state, event)
 
         def traced_queue(payload):
-            peer = self.lanes["client"][-1] if side == "broker" else self.lanes["broker"][0]
+            peer = (self.lanes["client"][-1:] if side == "broker" else self.lanes["broker"][:1]) or ["peer"]
+            peer = peer[0]
             self.steps.append(Step(me, peer, self._frame(side, auth, bytes(payload))))
             return queue(payload)
 
-        auth._trace_hook, auth._queue = traced_hook, traced_queue
+        self._replace(auth, "_trace_hook", traced_hook)
+        self._replace(auth, "_queue", traced_queue)
         if side == "client":
             self._watch_mechanism(auth._client, side, me)
             return
@@ -178,7 +182,20 @@ class SaslSequence:
             self._watch_mechanism(created, side, me)
             self.steps.append(Step(me, type(created).__name__, f"creates the SaslServer for {mechanism}"))
             return created
-        auth._server_factory = traced_factory
+        self._replace(auth, "_server_factory", traced_factory)
+
+    def _replace(self, instance, attribute: str, value) -> None:
+        self._undo.append((instance, attribute, vars(instance).get(attribute, _ABSENT)))
+        setattr(instance, attribute, value)
+
+    def stop(self) -> None:
+        """Put back what `watch` replaced, newest first (a method wrapped on the instance is removed)."""
+        for instance, attribute, own in reversed(self._undo):
+            if own is _ABSENT:
+                delattr(instance, attribute)
+            else:
+                setattr(instance, attribute, own)
+        self._undo.clear()
 
     def _watch_mechanism(self, mechanism, side: str, auth_lane: str) -> None:
         lane = type(mechanism).__name__
@@ -189,7 +206,7 @@ class SaslSequence:
         describe = getattr(mechanism, "describe", lambda token: f"{len(token)} bytes")   # PLAIN masks the password
         for method in ("initial_response", "evaluate_challenge", "evaluate_response"):
             if hasattr(mechanism, method):
-                setattr(mechanism, method, self._traced_call(mechanism, method, auth_lane, lane, describe))
+                self._replace(mechanism, method, self._traced_call(mechanism, method, auth_lane, lane, describe))
 
     def _traced_call(self, mechanism, method: str, source: str, target: str, describe):
         original = getattr(mechanism, method)

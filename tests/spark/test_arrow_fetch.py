@@ -67,6 +67,30 @@ def test_a_record_whose_fields_leave_it_is_corrupt_as_for_the_clients(key_size_v
         arrow_records.RecordColumns().add(bytes(data))
 
 
+def _resealed(data: bytearray) -> bytes:
+    """The batch with its length and CRC-32C made right again after an edit."""
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_a_null_value_with_no_header_count_and_a_header_past_its_record_are_corrupt():
+    """Two more fields that leave their record: a record of a null key and a null value that lost its
+    header count (its length says 5), and a header value declared one byte longer than it is (read with
+    includeHeaders). The Arrow path returned rows for both; the clients' decoder refuses them."""
+    lost_count = bytearray(built([(1000, None, None), (1001, b"k2", b"second")]))
+    assert lost_count[RECORD_BATCH_OVERHEAD] == 0x0c and lost_count[RECORD_BATCH_OVERHEAD + 6] == 0x00
+    del lost_count[RECORD_BATCH_OVERHEAD + 6]
+    lost_count[RECORD_BATCH_OVERHEAD] = 0x0a
+    long_header = bytearray(built([(1000, b"k", b"v", (("h", b"1"),)), (1001, b"k2", b"second")]))
+    long_header[bytes(long_header).index(b"h\x021") + 1] = 0x04
+    for data, headers in ((_resealed(lost_count), False), (_resealed(long_header), True)):
+        with pytest.raises(CorruptRecordError):
+            list(MemoryRecords(data).records())
+        with pytest.raises(CorruptRecordError):
+            arrow_records.RecordColumns(include_headers=headers).add(data)
+
+
 def test_range_cuts_whole_batches_and_legacy_records_decode_too():
     data = built([(5, b"k", b"old"), (6, None, b"older")], magic=1, base_offset=0)
     data += built([(7, None, bytes([i])) for i in range(5)], base_offset=2)

@@ -107,6 +107,10 @@ def test_sasl_sequence_decodes_each_frame_and_masks_the_password():
                               "broker": ["SaslServerAuthenticator", "PlainSaslServer"]}
     assert "alice-secret" not in sasl_sequence_figure(sequence).source
     assert "principal User:alice" in channel_figure(sides).source
+    client_auth = sides["client"][1].authenticator
+    assert "_queue" in vars(client_auth) and "initial_response" in vars(client_auth._client)
+    sequence.stop()             # what watch() wrapped is put back: the instances' own values, the class's methods
+    assert "_queue" not in vars(client_auth) and "initial_response" not in vars(client_auth._client)
     raw, _ = _login("wrong", 0)
     assert [s.label for s in raw.steps][-3:] == ["raw token frame: \\0alice\\0******",
                                                 "evaluate_response(12 bytes) raises SaslAuthenticationError",

@@ -77,6 +77,9 @@ class ScriptedStore:
                 return MemoryRecords(data)
         return MemoryRecords(b"")
 
+    def try_complete_actions(self):
+        """Its appends complete no other operation, so they leave nothing for later."""
+
 
 class Harness:
     def __init__(self, tmp_path: Path, num_partitions: int = 50, keep_empty_groups: bool = False,

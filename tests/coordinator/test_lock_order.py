@@ -17,6 +17,13 @@ the store completed) until the LeaveGroup's thread has been re-testing the parti
 thread walks the partition. Every wait is bounded, so the test ends in a few seconds either way; on a
 deadlock the two daemon threads stay blocked (holding only the group's and the store's locks) and the
 test fails. Fixed in the purgatory (`DelayedOperation.maybe_try_complete`, 4.4.4), as Kafka 1.1 did.
+
+The second test is the circle that fix leaves (Kafka's KAFKA-6042/KAFKA-8334): two groups of one
+partition emptied at the same moment, each thread completing the other group's store while holding
+its own group's lock. Fixed as Kafka 2.7 did: the coordinator's appends leave their re-tests on the
+ReplicaManager's action queue, which runs after the request, with no group lock held (4.5, 4.7.2).
+The tests call the coordinator directly, so `Broker.call` does what `KafkaApis.handle` does after
+every request: it runs the queued actions.
 """
 from __future__ import annotations
 
@@ -69,10 +76,9 @@ class Broker:
                                        time=self.clock)
         self.purgatories = [DelayedOperationPurgatory(name, 0, reaper_enabled=False, time=self.clock)
                             for name in ("Heartbeat", "Rebalance")]
-        names = iter(["alice", "bob"])
         self.coordinator = GroupCoordinator(0, GroupConfig(keep_empty_groups=keep_empty_groups), manager,
                                             *self.purgatories, time=self.clock,
-                                            new_member_id=lambda client_id: next(names))
+                                            new_member_id=lambda client_id: client_id)
         self.coordinator.startup()
         self.coordinator.handle_group_immigration(0)
         self.scheduler.tick()
@@ -84,6 +90,9 @@ class Broker:
             self.produces.append(operation)
             return watch(operation, keys)
         purgatory.try_complete_else_watch = recording
+        # what KafkaApis.handle runs after every request; a ReplicaManager without an action queue
+        # (before KAFKA-8334) re-tests inline instead, and then the second test shows its deadlock
+        self.try_complete_actions = self.replica_manager.try_complete_actions
 
     def close(self) -> None:
         self.coordinator.shutdown()
@@ -91,9 +100,13 @@ class Broker:
         self.log_manager.shutdown()
 
     def call(self, handler: str, *args):
-        """A request to the coordinator; returns the answers its callback received so far."""
+        """A request to the coordinator, then what a request handler does after every request: run the
+        ReplicaManager's queued actions. Returns the answers the callback received so far."""
         answers = []
-        getattr(self.coordinator, handler)(*args, lambda *result: answers.append(result))
+        try:
+            getattr(self.coordinator, handler)(*args, lambda *result: answers.append(result))
+        finally:
+            self.try_complete_actions()
         return answers
 
 
@@ -105,21 +118,32 @@ def broker(request, tmp_path):
                                                  # and the store's locks, which closing does not need
 
 
-def _generation_2_awaiting_sync(b: Broker):
+def _generation_2_awaiting_sync(b: Broker, group_id: str = "g", alice: str = "alice", bob: str = "bob"):
     """alice and bob in generation 2; alice's (the leader's) SyncGroup is answered REBALANCE_IN_PROGRESS
     by bob's LeaveGroup, but its store still waits in the produce purgatory for broker 1."""
-    alice = b.call("handle_join_group", "g", "", "alice", "/10.0.0.1", 10_000, 10_000, "consumer", PROTOCOLS)
-    assert alice[0][0].error is Errors.NONE and alice[0][0].generation_id == 1
-    bob = b.call("handle_join_group", "g", "", "bob", "/10.0.0.2", 10_000, 10_000, "consumer", PROTOCOLS)
-    alice = b.call("handle_join_group", "g", "alice", "alice", "/10.0.0.1", 10_000, 10_000, "consumer", PROTOCOLS)
-    assert [r[0][0].generation_id for r in (alice, bob)] == [2, 2]
-    sync = b.call("handle_sync_group", "g", 2, "alice", {"alice": b"orders-0", "bob": b"orders-1"})
-    (store,) = b.produces
-    assert sync == [] and not store.is_completed and b.replica_manager.delayed_produce_purgatory.watch_counts() == {TP: 1}
-    assert b.call("handle_leave_group", "g", "bob") == [(Errors.NONE,)]
+    waiting = len(b.produces)                    # the stores of earlier groups wait too
+    joined = b.call("handle_join_group", group_id, "", alice, "/10.0.0.1", 10_000, 10_000, "consumer", PROTOCOLS)
+    assert joined[0][0].error is Errors.NONE and joined[0][0].generation_id == 1
+    bob_joined = b.call("handle_join_group", group_id, "", bob, "/10.0.0.2", 10_000, 10_000, "consumer", PROTOCOLS)
+    joined = b.call("handle_join_group", group_id, alice, alice, "/10.0.0.1", 10_000, 10_000, "consumer", PROTOCOLS)
+    assert [r[0][0].generation_id for r in (joined, bob_joined)] == [2, 2]
+    sync = b.call("handle_sync_group", group_id, 2, alice, {alice: b"orders-0", bob: b"orders-1"})
+    assert len(b.produces) == waiting + 1
+    store = b.produces[-1]
+    assert sync == [] and not store.is_completed
+    assert b.replica_manager.delayed_produce_purgatory.watch_counts() == {TP: waiting + 1}
+    assert b.call("handle_leave_group", group_id, bob) == [(Errors.NONE,)]
     assert sync == [(b"", Errors.REBALANCE_IN_PROGRESS)]
-    assert b.coordinator.group_manager.get_group("g").state is GroupState.PREPARING_REBALANCE
+    assert b.coordinator.group_manager.get_group(group_id).state is GroupState.PREPARING_REBALANCE
     return store
+
+
+def _assert_emptied(b: Broker, group_id: str) -> None:
+    group = b.coordinator.group_manager.get_group(group_id)
+    if b.coordinator.group_config.keep_empty_groups:
+        assert group.state is GroupState.EMPTY and group.generation_id == 3
+    else:
+        assert group is None
 
 
 def test_last_member_leaving_while_the_isr_shrink_completes_the_previous_store(broker):
@@ -179,9 +203,72 @@ def test_last_member_leaving_while_the_isr_shrink_completes_the_previous_store(b
     assert leave == [(Errors.NONE,)]
     assert b.partition.in_sync_replicas == {0} and b.partition.local_replica.high_watermark == 2
     assert store.is_completed and store.produce_status[TP].response.error is Errors.NONE
-    group = b.coordinator.group_manager.get_group("g")
-    if b.coordinator.group_config.keep_empty_groups:
-        assert group.state is GroupState.EMPTY and group.generation_id == 3
-    else:
-        assert group is None
+    _assert_emptied(b, "g")
     assert produce_purgatory.watch_counts() == {} and all(p.is_completed for p in b.produces)
+
+
+def test_two_groups_emptied_at_once_complete_each_others_stores(broker):
+    """Groups x and y share `__consumer_offsets-0`; each has a SyncGroup store waiting for broker 1 when
+    the ISR shrinks to broker 0 alone. The shrink's own re-test comes too late: we shrink the partition
+    (`Partition.maybe_shrink_isr`) and leave out the ReplicaManager's re-test that follows it, so both
+    stores can complete but nobody completed them yet. Then the last members of x and y leave on two
+    threads. Each stores its group's Empty generation (or tombstone) under its group's lock; the append
+    moves the HW, and the partition's produces are re-tested. The help: thread B (y's leaver) pauses
+    inside x's store (holding the store's lock) until thread A (x's leaver) is inside y's store.
+
+    Re-tested inline, under the group's lock (before KAFKA-8334): B completes x's store, whose callback
+    waits for x's lock, held by A, which completes y's store, whose callback waits for y's lock, held by
+    B. Deadlock: both daemon threads stay blocked and the test fails after 3 s. With the action queue
+    the re-tests run after each LeaveGroup, in `Broker.call` where KafkaApis.handle would run them, with
+    no group's lock held, and both threads finish."""
+    b = broker
+    x_store = _generation_2_awaiting_sync(b, "x", "x-leader", "x-other")
+    y_store = _generation_2_awaiting_sync(b, "y", "y-leader", "y-other")
+    manager = b.coordinator.group_manager
+    assert manager.partition_for("x") == manager.partition_for("y") == TP[1]
+    b.clock.advance(LAG_MS + 500)
+    b.partition.maybe_shrink_isr(LAG_MS)         # the ISR-expiration thread, before its re-test
+    assert b.partition.in_sync_replicas == {0}
+    required = {store: store.produce_status[TP].required_offset for store in (x_store, y_store)}
+    assert b.partition.local_replica.high_watermark >= max(required.values())
+    assert not x_store.is_completed and not y_store.is_completed
+
+    b_in_x_store, a_in_y_store, b_waited = threading.Event(), threading.Event(), []
+    check = b.partition.check_enough_replicas_reach_offset
+
+    def paused_check(required_offset):
+        """Inside a store's `try_complete`, under the store's lock."""
+        me = threading.current_thread().name
+        if me == "leave-y" and required_offset == required[x_store] and not b_in_x_store.is_set():
+            b_in_x_store.set()
+            b_waited.append(a_in_y_store.wait(DEADLOCK_WAIT_S))
+        elif me == "leave-x" and required_offset == required[y_store]:
+            a_in_y_store.set()
+        return check(required_offset)
+    b.partition.check_enough_replicas_reach_offset = paused_check
+
+    answers: dict[str, list] = {}
+
+    def leave(group_id: str, member_id: str) -> None:
+        answers[group_id] = b.call("handle_leave_group", group_id, member_id)
+
+    thread_a = threading.Thread(target=leave, args=("x", "x-leader"), name="leave-x", daemon=True)
+    thread_b = threading.Thread(target=leave, args=("y", "y-leader"), name="leave-y", daemon=True)
+    thread_b.start()
+    assert b_in_x_store.wait(DEADLOCK_WAIT_S), "y's leaver never re-tested x's store"
+    thread_a.start()
+    deadline = real_time.monotonic() + DEADLOCK_WAIT_S
+    for thread in (thread_a, thread_b):
+        thread.join(max(0.0, deadline - real_time.monotonic()))
+    if thread_a.is_alive() or thread_b.is_alive():
+        pytest.fail("deadlock: x's leaver holds x's lock and, completing y's store, waits for y's lock; "
+                    "y's leaver holds y's lock and, completing x's store, waits for x's lock")
+
+    assert b_waited == [True], "the interleaving was not forced: x's leaver never reached y's store"
+    assert answers == {"x": [(Errors.NONE,)], "y": [(Errors.NONE,)]}
+    for store in (x_store, y_store):
+        assert store.is_completed and store.produce_status[TP].response.error is Errors.NONE
+    _assert_emptied(b, "x")
+    _assert_emptied(b, "y")
+    assert b.replica_manager.delayed_produce_purgatory.watch_counts() == {}
+    assert all(p.is_completed for p in b.produces) and len(b.replica_manager.action_queue) == 0

@@ -55,7 +55,8 @@ class _Dispatch:
                 for k in sorted(self.handlers) if k not in SASL_APIS or protocol.startswith("SASL_")]
 
     def handle(self, request: Request) -> None:
-        """Decode one request and run its handler (called by the request handler threads)."""
+        """Decode one request and run its handler (called by the request handler threads); then, holding
+        no group's lock, run what appends left on the replica manager's action queue (Beyond 0.10)."""
         try:
             header, body = decode_request(request.buffer)
         except UnsupportedVersionError as exc:
@@ -63,17 +64,18 @@ class _Dispatch:
                 self._answer_unsupported_api_versions(request, exc.header)
             else:
                 self._close(request, str(exc))
-            return
         except ProtocolError as exc:
             self._close(request, f"malformed request (api key {request.api_key}, version {request.api_version}): {exc}")
-            return
-        api = ApiKeys(header.api_key)
-        handler = self.handlers.get(api)
-        if handler is None:
-            self._close(request, f"{api.name} is not served by this broker")
-            return
-        self.request_counts[api] += 1
-        handler(request, header, body)
+        else:
+            api = ApiKeys(header.api_key)
+            handler = self.handlers.get(api)
+            if handler is None:
+                self._close(request, f"{api.name} is not served by this broker")
+            else:
+                self.request_counts[api] += 1
+                handler(request, header, body)
+        finally:
+            self.replica_manager.try_complete_actions()
 
     def _answer_unsupported_api_versions(self, request: Request, header: RequestHeader) -> None:
         pieces = encode_response_pieces(header.correlation_id, ApiKeys.API_VERSIONS, 0, {

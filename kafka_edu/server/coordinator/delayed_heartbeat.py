@@ -37,3 +37,4 @@ class DelayedHeartbeat(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.coordinator.on_expire_heartbeat(self.group, self.member, self.heartbeat_deadline)
+        self.coordinator.group_manager.storage.try_complete_actions()   # as DelayedJoin's: group let go

@@ -33,3 +33,6 @@ class DelayedJoin(DelayedOperation):
     def on_expiration(self) -> None:
         log.info("rebalance of group %s timed out after %d ms; members that did not rejoin were removed",
                  self.group.group_id, self.delay_ms)
+        # Beyond 0.10 (Kafka 2.7): the timer's thread has let go of the group; run what the store of
+        # on_complete_join left on the action queue
+        self.coordinator.group_manager.storage.try_complete_actions()

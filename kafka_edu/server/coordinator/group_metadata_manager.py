@@ -382,6 +382,7 @@ class _Expiring:
                         group.transition_to(GroupState.DEAD)
                         self._drop_group(group, tombstones)
         self._append_tombstones(tombstones, "offset expiry")
+        self.storage.try_complete_actions()          # the scheduler's thread: no request handler will
         if expired:
             log.info("broker %d: removed %d expired offsets", self.broker_id, len(expired))
         return len(expired)

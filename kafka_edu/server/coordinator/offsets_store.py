@@ -25,6 +25,9 @@ class OffsetsTopicStore(Protocol):
     def read(self, partition: int, offset: int, max_bytes: int) -> MemoryRecords:
         """Whole batches from `offset`, at most `max_bytes` but at least one batch."""
 
+    def try_complete_actions(self) -> None:
+        """Beyond 0.10: run what this store's appends left for later; call it holding no group's lock."""
+
 
 class LogOffsetsStore:
     """`__consumer_offsets` partitions as local single-replica `Log`s (high watermark = log end)."""
@@ -52,3 +55,6 @@ class LogOffsetsStore:
     def read(self, partition: int, offset: int, max_bytes: int) -> MemoryRecords:
         info = self._log_for(partition).read(offset, max_bytes, min_one_message=True)
         return MemoryRecords(info.records.read_bytes())
+
+    def try_complete_actions(self) -> None:
+        """Nothing to do: an append to a local log completes no other waiting operation."""

@@ -36,8 +36,12 @@ class ReplicaOffsetsStore:
                 log.debug("append to %s-%d failed: %s", *tp, error.name)
             callback(error)
 
+        # Beyond 0.10 (KAFKA-8334): the caller may hold a group's lock, so other operations are re-tested later
         self.replica_manager.append_records(self.timeout_ms, self.required_acks, True, {tp: bytes(records)},
-                                            on_response)
+                                            on_response, self.replica_manager.action_queue)
+
+    def try_complete_actions(self) -> None:
+        self.replica_manager.try_complete_actions()
 
     def _local_replica(self, partition: int):
         hosted = self.replica_manager.get_partition((GROUP_METADATA_TOPIC_NAME, partition))

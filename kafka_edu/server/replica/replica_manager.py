@@ -3,6 +3,7 @@
 # %% book/ch4_server/0501_replica_manager.ipynb 391a030d
 import collections
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -188,6 +189,7 @@ class _ReplicaManagerCore:
             "Produce", self.broker_id, config["producer.purgatory.purge.interval.requests"], time=time)
         self.delayed_fetch_purgatory = DelayedOperationPurgatory(
             "Fetch", self.broker_id, config["fetch.purgatory.purge.interval.requests"], time=time)
+        self.action_queue = ActionQueue()   # Beyond 0.10 (KAFKA-8334): re-tests left for later
         self.leadership_listeners: list[Callable[[set, set], None]] = []
         self.delayed_produce_expirations: collections.Counter = collections.Counter()
         self.delayed_fetch_expirations: collections.Counter = collections.Counter()
@@ -261,6 +263,10 @@ class _ReplicaManagerCore:
     def try_complete_delayed_requests(self, topic_partition: tuple[str, int]) -> None:
         self.delayed_produce_purgatory.check_and_complete(topic_partition)
         self.delayed_fetch_purgatory.check_and_complete(topic_partition)
+
+    def try_complete_actions(self) -> None:
+        """Beyond 0.10: run the re-tests queued on `action_queue`; call it holding no group's lock."""
+        self.action_queue.try_complete_actions()
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 53f5e53e
@@ -405,12 +411,15 @@ class _Appending:
 
     def append_records(self, timeout_ms: int, required_acks: int, internal_topics_allowed: bool,
                        entries_per_partition: dict[tuple[str, int], bytes],
-                       response_callback: Callable[[dict[tuple[str, int], PartitionResponse]], None]) -> None:
-        """Append to the leaders; answer now, or (acks=-1) once the ISR has the data or time runs out."""
+                       response_callback: Callable[[dict[tuple[str, int], PartitionResponse]], None],
+                       action_queue: "ActionQueue | None" = None) -> None:
+        """Append to the leaders; answer now, or (acks=-1) once the ISR has the data or time runs out.
+        Beyond 0.10: with an `action_queue`, the re-tests of other waiting operations are queued there."""
         if required_acks not in (-1, 0, 1):
             response_callback({tp: PartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries_per_partition})
             return
-        results = self._append_to_local_log(internal_topics_allowed, entries_per_partition, required_acks)
+        results = self._append_to_local_log(internal_topics_allowed, entries_per_partition, required_acks,
+                                            action_queue)
         if required_acks == -1 and any(r.error is Errors.NONE for r, _ in results.values()):
             status = {tp: ProducePartitionStatus(required_offset, response)
                       for tp, (response, required_offset) in results.items()}
@@ -419,7 +428,8 @@ class _Appending:
         else:
             response_callback({tp: response for tp, (response, _) in results.items()})
 
-    def _append_to_local_log(self, internal_topics_allowed: bool, entries: dict, required_acks: int
+    def _append_to_local_log(self, internal_topics_allowed: bool, entries: dict, required_acks: int,
+                             action_queue: "ActionQueue | None" = None
                              ) -> dict[tuple[str, int], tuple[PartitionResponse, int]]:
         results = {}
         for tp, records in entries.items():
@@ -438,12 +448,46 @@ class _Appending:
                 continue
             if not result.duplicate:
                 self.broker_topic_stats.record_in(tp[0], result.last_offset - result.first_offset + 1, len(records))
-                self.delayed_fetch_purgatory.check_and_complete(tp)
-            if result.high_watermark_moved:
-                self.delayed_produce_purgatory.check_and_complete(tp)
+            if action_queue is None:
+                self._try_complete_after_append(tp, result)
+            else:
+                action_queue.add(functools.partial(self._try_complete_after_append, tp, result))
             results[tp] = (PartitionResponse(Errors.NONE, result.first_offset, result.log_append_time,
                                              result.log_start_offset), result.last_offset + 1)
         return results
+
+    def _try_complete_after_append(self, tp: tuple[str, int], result) -> None:
+        """New records may be what a waiting fetch wants; a moved HW may complete waiting produces."""
+        if not result.duplicate:
+            self.delayed_fetch_purgatory.check_and_complete(tp)
+        if result.high_watermark_moved:
+            self.delayed_produce_purgatory.check_and_complete(tp)
+
+
+# %% book/ch4_server/0501_replica_manager.ipynb 2159caed
+class ActionQueue:
+    """Beyond 0.10 (Kafka 2.7): work an append leaves for a thread that holds no group's lock. Any
+    thread adds; `try_complete_actions` runs what was queued when it started, in order."""
+
+    def __init__(self):
+        self._actions: collections.deque[Callable[[], None]] = collections.deque()   # thread-safe ends
+
+    def __len__(self) -> int:
+        return len(self._actions)
+
+    def add(self, action: Callable[[], None]) -> None:
+        self._actions.append(action)
+
+    def try_complete_actions(self) -> None:
+        for _ in range(len(self._actions)):
+            try:
+                action = self._actions.popleft()
+            except IndexError:                     # another thread took the rest
+                return
+            try:
+                action()
+            except Exception:
+                log.exception("a delayed action failed")
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 76107707

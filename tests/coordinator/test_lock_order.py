@@ -146,6 +146,15 @@ def _assert_emptied(b: Broker, group_id: str) -> None:
         assert group is None
 
 
+
+def join_or_fail(threads, deadlock: str) -> None:
+    """Join `threads` within one DEADLOCK_WAIT_S; any still running means they wait for each other."""
+    deadline = real_time.monotonic() + DEADLOCK_WAIT_S
+    for thread in threads:
+        thread.join(max(0.0, deadline - real_time.monotonic()))
+    if any(thread.is_alive() for thread in threads):
+        pytest.fail(deadlock)
+
 def test_last_member_leaving_while_the_isr_shrink_completes_the_previous_store(broker):
     b = broker
     store = _generation_2_awaiting_sync(b)
@@ -191,13 +200,9 @@ def test_last_member_leaving_while_the_isr_shrink_completes_the_previous_store(b
     shrinker.start()
     assert shrinker_in_store.wait(DEADLOCK_WAIT_S), "the ISR shrink never re-tested the waiting store"
     leaver.start()
-    deadline = real_time.monotonic() + DEADLOCK_WAIT_S
-    for thread in (shrinker, leaver):
-        thread.join(max(0.0, deadline - real_time.monotonic()))
-    if shrinker.is_alive() or leaver.is_alive():
-        pytest.fail("deadlock: the LeaveGroup thread holds group g's lock and waits for the lock of the "
-                    "SyncGroup store's DelayedProduce, which the ISR-shrink thread holds while its callback "
-                    "waits for group g's lock")
+    join_or_fail((shrinker, leaver), "deadlock: the LeaveGroup thread holds group g's lock and waits for the lock "
+                 "of the SyncGroup store's DelayedProduce, which the ISR-shrink thread holds while its callback "
+                 "waits for group g's lock")
 
     assert seen_by_leaver == [TP], "the interleaving was not forced: the leaver never re-tested the store"
     assert leave == [(Errors.NONE,)]
@@ -257,12 +262,8 @@ def test_two_groups_emptied_at_once_complete_each_others_stores(broker):
     thread_b.start()
     assert b_in_x_store.wait(DEADLOCK_WAIT_S), "y's leaver never re-tested x's store"
     thread_a.start()
-    deadline = real_time.monotonic() + DEADLOCK_WAIT_S
-    for thread in (thread_a, thread_b):
-        thread.join(max(0.0, deadline - real_time.monotonic()))
-    if thread_a.is_alive() or thread_b.is_alive():
-        pytest.fail("deadlock: x's leaver holds x's lock and, completing y's store, waits for y's lock; "
-                    "y's leaver holds y's lock and, completing x's store, waits for x's lock")
+    join_or_fail((thread_a, thread_b), "deadlock: x's leaver holds x's lock and, completing y's store, waits for "
+                 "y's lock; y's leaver holds y's lock and, completing x's store, waits for x's lock")
 
     assert b_waited == [True], "the interleaving was not forced: x's leaver never reached y's store"
     assert answers == {"x": [(Errors.NONE,)], "y": [(Errors.NONE,)]}

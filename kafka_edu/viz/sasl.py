@@ -135,12 +135,47 @@ def channel_figure(sides: dict[str, tuple], title: str = "") -> graphviz.Digraph
 
 
 # %% book/ch4_server/0801_authentication.ipynb 6e11fe23
-_ABSENT = object()      # an attribute the instance did not hold itself (a method of its class)
 _API_NAMES = {ApiKeys.API_VERSIONS: "ApiVersions", ApiKeys.SASL_HANDSHAKE: "SaslHandshake",
               ApiKeys.SASL_AUTHENTICATE: "SaslAuthenticate"}
 
 
-class SaslSequence:
+class _FrameDecoding:
+    """Naming each queued frame as its receiver reads it (mixin of SaslSequence, which keeps the client's
+    requests by correlation id in `_requests` and notes raw-token mode in `_raw_tokens`)."""
+
+    def _frame(self, side: str, auth, payload: bytes) -> str:
+        """What a queued frame carries: a request, the response to one, or a raw token."""
+        client = getattr(auth, "_client", None)
+        describe = client.describe if client is not None else (lambda token: f"{len(token)} bytes")
+        if side == "client" and self._raw_tokens:
+            return f"raw token frame: {describe(payload)}"
+        if side == "client":
+            header, pos = RequestHeader.read_from(payload)
+            api = ApiKeys(header.api_key)
+            body = api.request_schema(header.api_version).read(payload, pos)
+            self._requests[header.correlation_id] = (api, header.api_version)
+            self._raw_tokens = api is ApiKeys.SASL_HANDSHAKE and header.api_version == 0
+            detail = (f": mechanism {body.mechanism}" if api is ApiKeys.SASL_HANDSHAKE else
+                      f": token {describe(body.auth_bytes)}" if api is ApiKeys.SASL_AUTHENTICATE else "")
+            return f"{_API_NAMES.get(api, api.name)} v{header.api_version} request{detail}"
+        correlation = int.from_bytes(payload[:4], "big", signed=True) if len(payload) >= 4 else None
+        if correlation not in self._requests:
+            return f"raw token frame: {len(payload)} bytes"
+        api, version = self._requests.pop(correlation)
+        body = decode_response(payload, api, version)[1]
+        text = f"{_API_NAMES.get(api, api.name)} v{version} response: {Errors.for_code(body.error_code).name}"
+        if api is ApiKeys.SASL_HANDSHAKE:
+            text += ", mechanisms " + ", ".join(body.mechanisms)
+        if api is ApiKeys.SASL_AUTHENTICATE:
+            text += f" ({body.error_message})" if body.error_code else f", token of {len(body.auth_bytes)} bytes"
+        return text
+
+
+# %% book/ch4_server/0801_authentication.ipynb ec8cf84e
+_ABSENT = object()      # an attribute the instance did not hold itself (a method of its class)
+
+
+class SaslSequence(_FrameDecoding):
     """One SASL login as it happened (figure 4-82): each frame an authenticator queued, decoded; the calls
     into each side's SASL mechanism; each state change. `watch` observes a freshly built channel by wrapping
     methods of its authenticator and mechanism (those instances only); `stop` puts them back."""
@@ -223,33 +258,6 @@ class SaslSequence:
                            + (", complete" if mechanism.is_complete() else ""))
             return answer
         return traced
-
-    def _frame(self, side: str, auth, payload: bytes) -> str:
-        """What a queued frame carries: a request, the response to one, or a raw token."""
-        client = getattr(auth, "_client", None)
-        describe = client.describe if client is not None else (lambda token: f"{len(token)} bytes")
-        if side == "client" and self._raw_tokens:
-            return f"raw token frame: {describe(payload)}"
-        if side == "client":
-            header, pos = RequestHeader.read_from(payload)
-            api = ApiKeys(header.api_key)
-            body = api.request_schema(header.api_version).read(payload, pos)
-            self._requests[header.correlation_id] = (api, header.api_version)
-            self._raw_tokens = api is ApiKeys.SASL_HANDSHAKE and header.api_version == 0
-            detail = (f": mechanism {body.mechanism}" if api is ApiKeys.SASL_HANDSHAKE else
-                      f": token {describe(body.auth_bytes)}" if api is ApiKeys.SASL_AUTHENTICATE else "")
-            return f"{_API_NAMES.get(api, api.name)} v{header.api_version} request{detail}"
-        correlation = int.from_bytes(payload[:4], "big", signed=True) if len(payload) >= 4 else None
-        if correlation not in self._requests:
-            return f"raw token frame: {len(payload)} bytes"
-        api, version = self._requests.pop(correlation)
-        body = decode_response(payload, api, version)[1]
-        text = f"{_API_NAMES.get(api, api.name)} v{version} response: {Errors.for_code(body.error_code).name}"
-        if api is ApiKeys.SASL_HANDSHAKE:
-            text += ", mechanisms " + ", ".join(body.mechanisms)
-        if api is ApiKeys.SASL_AUTHENTICATE:
-            text += f" ({body.error_message})" if body.error_code else f", token of {len(body.auth_bytes)} bytes"
-        return text
 
 
 def sasl_sequence_figure(sequence: SaslSequence, title: str = "") -> graphviz.Digraph:

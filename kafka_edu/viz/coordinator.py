@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.coordinator.group_coordinator import GroupCoordinator
 from kafka_edu.viz.metrics import SvgFigure, svg_figure
-from kafka_edu.viz.sequence import SequenceRecorder, Step, sequence_figure
+from kafka_edu.viz.sequence import InstancePatches, SequenceRecorder, Step, sequence_figure
 
 
 _HANDLERS = {"handle_join_group": ("JoinGroup", 1), "handle_sync_group": ("SyncGroup", 2),
@@ -40,7 +40,7 @@ class MemberTimeline:
     def __init__(self, coordinator: GroupCoordinator):
         self.coordinator = coordinator
         self.events: list[dict] = []
-        self._wrapped: list[str] = []
+        self._patches = InstancePatches()
         for method, (kind, member_arg) in _HANDLERS.items():
             self._wrap(method, kind, member_arg)
         self._wrap_expiry()
@@ -74,8 +74,7 @@ class MemberTimeline:
             original(*args[:-1], answered)
             event["deadline"] = self._deadline(group_id, member_id)
 
-        setattr(self.coordinator, method, traced)
-        self._wrapped.append(method)
+        self._patches.replace(self.coordinator, method, traced)
 
     def _wrap_expiry(self) -> None:
         original = self.coordinator.on_expire_heartbeat
@@ -86,13 +85,10 @@ class MemberTimeline:
                 self.events.append({"t": heartbeat_deadline, "kind": "expired", "member": member.client_id,
                                     "error": Errors.NONE, "deadline": None})
 
-        self.coordinator.on_expire_heartbeat = traced
-        self._wrapped.append("on_expire_heartbeat")
+        self._patches.replace(self.coordinator, "on_expire_heartbeat", traced)
 
     def restore(self) -> None:
-        for method in self._wrapped:
-            delattr(self.coordinator, method)
-        self._wrapped = []
+        self._patches.restore()
 
 
 # %% book/ch4_server/0703_group_coordinator.ipynb 5963fb36
@@ -131,8 +127,7 @@ class _Requests:
             if not answered:
                 self._add(COORDINATOR, COORDINATOR, f"{member}'s {kind} is parked")
 
-        self._undo.append((self.coordinator, method, traced, vars(self.coordinator).get(method)))
-        setattr(self.coordinator, method, traced)
+        self._patches.replace(self.coordinator, method, traced)
 
     def _request_label(self, kind: str, args) -> str:
         if kind == "JoinGroup":
@@ -220,8 +215,7 @@ class _Observing:
             self._sync()
             return step.result
 
-        self._undo.append((obj, method, traced, vars(obj).get(method)))
-        setattr(obj, method, traced)
+        self._patches.replace(obj, method, traced)
 
 
 class CoordinatorTrace(_Observing, _Requests):
@@ -238,7 +232,7 @@ class CoordinatorTrace(_Observing, _Requests):
         self._groups = {g.group_id: (g, len(g.transitions), tuple(g.members)) for g in manager.groups.values()}
         self._clients = {m.member_id: m.client_id for g in manager.groups.values() for m in g.all_member_metadata()}
         self._offsets = dict(manager.offsets)
-        self._undo: list[tuple] = []
+        self._patches = InstancePatches()
         for method, kind in (("handle_join_group", "JoinGroup"), ("handle_sync_group", "SyncGroup"),
                              ("handle_heartbeat", "Heartbeat"), ("handle_commit_offsets", "OffsetCommit"),
                              ("handle_leave_group", "LeaveGroup")):
@@ -269,17 +263,11 @@ class CoordinatorTrace(_Observing, _Requests):
         self.current_scene = name
 
     def observed(self) -> list[str]:
-        return [f"{type(obj).__name__}.{method}" for obj, method, _, _ in self._undo]
+        return self._patches.names()
 
     def stop(self) -> None:
         """Remove the wrappers still in place, restoring whatever an instance had before."""
-        for obj, method, wrapper, previous in reversed(self._undo):
-            if vars(obj).get(method) is wrapper:
-                if previous is None:
-                    delattr(obj, method)
-                else:
-                    setattr(obj, method, previous)
-        self._undo = []
+        self._patches.restore()
 
 
 # %% book/ch4_server/0703_group_coordinator.ipynb 106acd74

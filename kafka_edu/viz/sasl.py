@@ -9,7 +9,7 @@ from kafka_edu.common.network.authenticator import SaslClientState, SaslServerSt
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.protocol.header import RequestHeader, decode_response
-from kafka_edu.viz.sequence import SequenceRecorder, Step, sequence_figure
+from kafka_edu.viz.sequence import InstancePatches, SequenceRecorder, Step, sequence_figure
 
 _C, _S = SaslClientState, SaslServerState
 TRANSITIONS = {
@@ -172,16 +172,13 @@ class _FrameDecoding:
 
 
 # %% book/ch4_server/0801_authentication.ipynb ec8cf84e
-_ABSENT = object()      # an attribute the instance did not hold itself (a method of its class)
-
-
 class SaslSequence(_FrameDecoding):
     """One SASL login as it happened (figure 4-82): each frame an authenticator queued, decoded; the calls
     into each side's SASL mechanism; each state change. `watch` observes a freshly built channel by wrapping
     methods of its authenticator and mechanism (those instances only); `stop` puts them back."""
 
     def __init__(self):
-        self._undo: list[tuple[object, str, object]] = []      # (instance, attribute, its own value or _ABSENT)
+        self._patches = InstancePatches()
         self.steps: list[Step] = []
         self.lanes: dict[str, list[str]] = {"client": [], "broker": []}   # mechanism and authenticator lanes
         self._requests: dict[int, tuple[ApiKeys, int]] = {}    # correlation id -> (api, version) the client sent
@@ -205,8 +202,8 @@ class SaslSequence(_FrameDecoding):
             self.steps.append(Step(me, peer, self._frame(side, auth, bytes(payload))))
             return queue(payload)
 
-        self._replace(auth, "_trace_hook", traced_hook)
-        self._replace(auth, "_queue", traced_queue)
+        self._patches.replace(auth, "_trace_hook", traced_hook)
+        self._patches.replace(auth, "_queue", traced_queue)
         if side == "client":
             self._watch_mechanism(auth._client, side, me)
             return
@@ -217,20 +214,11 @@ class SaslSequence(_FrameDecoding):
             self._watch_mechanism(created, side, me)
             self.steps.append(Step(me, type(created).__name__, f"creates the SaslServer for {mechanism}"))
             return created
-        self._replace(auth, "_server_factory", traced_factory)
-
-    def _replace(self, instance, attribute: str, value) -> None:
-        self._undo.append((instance, attribute, vars(instance).get(attribute, _ABSENT)))
-        setattr(instance, attribute, value)
+        self._patches.replace(auth, "_server_factory", traced_factory)
 
     def stop(self) -> None:
-        """Put back what `watch` replaced, newest first (a method wrapped on the instance is removed)."""
-        for instance, attribute, own in reversed(self._undo):
-            if own is _ABSENT:
-                delattr(instance, attribute)
-            else:
-                setattr(instance, attribute, own)
-        self._undo.clear()
+        """Put back what `watch` replaced."""
+        self._patches.restore()
 
     def _watch_mechanism(self, mechanism, side: str, auth_lane: str) -> None:
         lane = type(mechanism).__name__
@@ -241,7 +229,8 @@ class SaslSequence(_FrameDecoding):
         describe = getattr(mechanism, "describe", lambda token: f"{len(token)} bytes")   # PLAIN masks the password
         for method in ("initial_response", "evaluate_challenge", "evaluate_response"):
             if hasattr(mechanism, method):
-                self._replace(mechanism, method, self._traced_call(mechanism, method, auth_lane, lane, describe))
+                self._patches.replace(mechanism, method,
+                                      self._traced_call(mechanism, method, auth_lane, lane, describe))
 
     def _traced_call(self, mechanism, method: str, source: str, target: str, describe):
         original = getattr(mechanism, method)

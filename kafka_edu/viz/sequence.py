@@ -22,6 +22,36 @@ class Step:
         return f"{self.label} -> {self.show_result(self.result)}"
 
 
+_OWN_NOTHING = object()     # the instance held no value of its own: its class's attribute showed through
+
+
+class InstancePatches:
+    """Attributes replaced on live instances, to observe them, and `restore` to put each back: the value
+    the instance held itself, or none, so that its class's method shows through again. Every figure
+    that watches a live object by wrapping its methods keeps its wrappers here. A wrapper that something
+    else has replaced since is left to that observer, which puts back its own."""
+
+    def __init__(self):
+        self._saved: list[tuple[object, str, object, object]] = []    # instance, attribute, ours, its own
+
+    def replace(self, instance, attribute: str, value) -> None:
+        self._saved.append((instance, attribute, value, vars(instance).get(attribute, _OWN_NOTHING)))
+        setattr(instance, attribute, value)
+
+    def names(self) -> list[str]:
+        return [f"{type(instance).__name__}.{attribute}" for instance, attribute, _, _ in self._saved]
+
+    def restore(self) -> None:
+        while self._saved:
+            instance, attribute, ours, own = self._saved.pop()
+            if vars(instance).get(attribute) is not ours:
+                continue
+            if own is _OWN_NOTHING:
+                delattr(instance, attribute)
+            else:
+                setattr(instance, attribute, own)
+
+
 class SequenceRecorder:
     """Records who called or told whom, in order, during a live run. `trace` observes a method of a
     live object by wrapping it on that instance; `restore` removes every wrapper again."""
@@ -29,7 +59,7 @@ class SequenceRecorder:
     def __init__(self, lanes: list[str]):
         self.lanes = lanes
         self.steps: list[Step] = []
-        self._restore: list[Callable[[], None]] = []
+        self._patches = InstancePatches()
 
     def send(self, source: str, target: str, label: str) -> Step:
         step = Step(source, target, label)
@@ -49,12 +79,10 @@ class SequenceRecorder:
             step.result = original(*args, **kwargs)
             return step.result
 
-        setattr(obj, method, traced)
-        self._restore.append(lambda: delattr(obj, method))
+        self._patches.replace(obj, method, traced)
 
     def restore(self) -> None:
-        while self._restore:
-            self._restore.pop()()
+        self._patches.restore()
 
 
 def sequence_figure(recorder: SequenceRecorder, title: str = "") -> graphviz.Digraph:

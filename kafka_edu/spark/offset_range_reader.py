@@ -90,7 +90,7 @@ class OffsetRangeReader:
 def read_range(self, tp: TopicPartition, start: int, until: int, fail_on_data_loss: bool = True,
                include_headers: bool = False):
     """Arrow batches of the records of `tp` in [start, until), one per Fetch round."""
-    offset = start
+    offset, stalled_since = start, None
     while offset < until:
         try:
             error, answer = self.fetch(tp, offset)
@@ -118,14 +118,19 @@ def read_range(self, tp: TopicPartition, start: int, until: int, fail_on_data_lo
         columns = RecordColumns(include_headers)
         next_offset = columns.add(answer.records or b"", self.check_crcs)
         if next_offset <= offset:                          # nothing at or after `offset` came back
-            if answer.high_watermark <= offset:
+            if answer.high_watermark <= offset:            # a new leader's watermark may not have caught up yet
+                stalled_since = _time.monotonic() if stalled_since is None else stalled_since
+                if _time.monotonic() - stalled_since < self.timeout_ms / 1000:
+                    _time.sleep(self.backoff_ms / 1000)
+                    continue
                 report_data_loss(fail_on_data_loss, data_loss_message(
-                    tp, offset, until, f"the log ends at offset {answer.high_watermark}"))
+                    tp, offset, until, f"the log ends at offset {answer.high_watermark} "
+                                       f"(still after {self.timeout_ms} ms)"))
                 return
             continue
         if len(columns):
             yield columns.to_arrow(tp.topic, tp.partition, offset, until)
-        offset = next_offset
+        offset, stalled_since = next_offset, None
 
 
 OffsetRangeReader.read_range = read_range

@@ -170,6 +170,24 @@ def test_range_of_a_deleted_topic_fails_or_is_skipped(servers, topic, produce, c
         reader.close()
 
 
+def test_a_range_past_a_watermark_that_never_comes_is_lost_after_the_request_timeout(servers, topic, produce, caplog):
+    name = topic()
+    produce(name, [b"a", b"b", b"c"], partition=0)
+    tp = TopicPartition(name, 0)
+    reader = OffsetRangeReader(servers, {"request.timeout.ms": "1000", "retry.backoff.ms": "50"})
+    try:
+        started = time.monotonic()
+        with pytest.raises(DataLossError) as e:
+            list(reader.read_range(tp, 0, 5))
+        assert 1.0 <= time.monotonic() - started < 10
+        assert f"Cannot fetch offsets [3, 5) of {name}-0: the log ends at offset 3 (still after 1000 ms)" in str(e.value)
+        with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.offset_range_reader"):
+            assert sum(len(b) for b in reader.read_range(tp, 1, 5, fail_on_data_loss=False)) == 2
+        assert f"[3, 5) of {name}-0: the log ends at offset 3 (still after 1000 ms). Skipping them" in caplog.text
+    finally:
+        reader.close()
+
+
 def test_broker_down_mid_range_is_retried_without_loss(tmp_path):
     zookeeper = EmbeddedZooKeeper()
     first = start_broker(tmp_path / "logs", embedded_zookeeper=zookeeper)
@@ -199,3 +217,53 @@ def test_broker_down_mid_range_is_retried_without_loss(tmp_path):
     finally:
         reader.close()
         second.shutdown()
+
+
+def test_a_new_leader_whose_high_watermark_trails_the_range_is_waited_for(tmp_path):
+    """Broker 1 takes over from broker 0 with every record but a high watermark of 0, which stays there
+    until broker 2, the other member of the ISR, fetches from it: a range planned from the old leader's
+    offsets must wait for the watermark (as Spark's consumer polls until its timeout), not call the range lost."""
+    from kafka_edu.server.cluster import InProcessCluster
+    logging.getLogger("kafka_edu").setLevel(logging.CRITICAL)
+    cluster = InProcessCluster(3, {"auto.leader.rebalance.enable": "false", "replica.lag.time.max.ms": 60_000},
+                               data_dir=str(tmp_path / "cluster")).start()
+    reader = None
+    try:
+        with ClusterAdmin(cluster.bootstrap_servers) as admin:
+            admin.create_topics([NewTopic("trailing", replica_assignment={0: [0, 1, 2]})])
+        cluster.wait_until(lambda: (s := cluster.partition_state("trailing", 0)) is not None
+                           and sorted(s.leader_and_isr.isr) == [0, 1, 2], what="a full ISR")
+        assert cluster.pause_fetchers(1) and cluster.pause_fetchers(2)
+        values = [str(i).encode() for i in range(100)]
+        with KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1",
+                            "key.serializer": BYTES, "value.serializer": BYTES}) as producer:
+            for value in values:
+                producer.send("trailing", value, partition=0)
+        cluster.resume_fetchers(1)                     # broker 1 copies all 100; broker 2 holds the watermark at 0
+        follower = cluster.broker(1).replica_manager.get_partition(("trailing", 0))
+        cluster.wait_until(lambda: follower.local_replica.log_end_offset == 100, what="broker 1 level with the leader")
+        cluster.kill(0)
+        cluster.wait_until(lambda: cluster.partition_state("trailing", 0).leader_and_isr.leader == 1,
+                           what="broker 1 leading")
+        assert follower.local_replica.high_watermark == 0
+        reader = OffsetRangeReader(cluster.bootstrap_servers, {"request.timeout.ms": "20000", "retry.backoff.ms": "50"})
+        got, failures, done = [], [], threading.Event()
+
+        def read():
+            try:
+                for batch in reader.read_range(TopicPartition("trailing", 0), 0, 100):
+                    got.extend(batch.column("value").to_pylist())
+            except Exception as e:
+                failures.append(e)
+            done.set()
+        threading.Thread(target=read, daemon=True).start()
+        time.sleep(1.5)
+        assert not done.is_set() and not failures, failures
+        cluster.resume_fetchers(2)
+        assert done.wait(20), "the reader did not go on once the high watermark moved"
+        assert not failures, failures
+        assert got == values
+    finally:
+        if reader is not None:
+            reader.close()
+        cluster.shutdown()

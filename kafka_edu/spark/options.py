@@ -141,6 +141,8 @@ class KafkaSourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     params: dict = field(default_factory=dict)     # kafka.* without the prefix
+    fetch_offset_attempts: int = 3                 # fetchOffset.numRetries
+    fetch_offset_interval_ms: int = 1000           # fetchOffset.retryIntervalMs
 
     @classmethod
     def parse(cls, options, streaming: bool = False) -> "KafkaSourceOptions":
@@ -181,7 +183,9 @@ class KafkaSourceOptions:
                    starting, _offset_spec(options.get("endingoffsets"), "latest"),
                    _positive(options, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
                    _positive(options, "minpartitions", "minPartitions"),
-                   _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False), params)
+                   _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False), params,
+                   _positive(options, "fetchoffset.numretries", "fetchOffset.numRetries") or 3,
+                   _positive(options, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs") or 1000)
 
     def for_batch(self) -> "KafkaSourceOptions":
         """Refuse what only a batch query forbids: ranges that would move while the query runs."""

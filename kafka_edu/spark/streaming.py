@@ -2,7 +2,9 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch6_spark/0400_streaming.ipynb 5fc14a43
 import contextlib
+import logging
 import math
+import time
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -13,6 +15,8 @@ from kafka_edu.spark.kafka_offset_reader import KafkaOffsetReader
 from kafka_edu.spark.offset_range_reader import report_data_loss
 from kafka_edu.spark.options import EARLIEST, LATEST, KafkaSourceOptions, OffsetSpec, offsets_json
 from kafka_edu.spark.input_partitions import KafkaInputPartition, plan_partitions, read_partition
+
+log = logging.getLogger(__name__)
 
 
 def parse_offsets(offsets: dict) -> dict[TopicPartition, int]:
@@ -53,9 +57,18 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._offsets = KafkaOffsetReader(self.options)
         return self._offsets
 
-    def _latest(self) -> dict[TopicPartition, int]:
-        reader = self._offset_reader()
-        return reader.resolve(OffsetSpec("latest"), reader.topic_partitions(), LATEST)
+    def _latest(self, reached: dict[TopicPartition, int] | None = None) -> dict[TopicPartition, int]:
+        """The latest offsets, asked again (fetchOffset.*) while one is below what the query reached."""
+        reader, reached = self._offset_reader(), reached or {}
+        latest = reader.resolve(OffsetSpec("latest"), reader.topic_partitions(), LATEST)
+        for _ in range(self.options.fetch_offset_attempts - 1):
+            behind = [(str(tp), reached[tp], o) for tp, o in sorted(latest.items()) if o < reached.get(tp, o)]
+            if not behind:
+                break
+            log.warning("latest offsets below the query's (partition, reached, latest): %s; asking again", behind)
+            time.sleep(self.options.fetch_offset_interval_ms / 1000)
+            latest = reader.resolve(OffsetSpec("latest"), reader.topic_partitions(), LATEST)
+        return latest
 
     def initialOffset(self) -> dict:
         reader = self._offset_reader()
@@ -84,7 +97,7 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The newest offsets of the partitions that exist now: one of a deleted topic is left out,
         so `partitions` sees it gone, and a topic created again comes back as new partitions."""
-        latest = self._latest()
+        latest = self._latest(parse_offsets(start))
         if self._cap is not None:
             latest = {tp: min(o, self._cap[tp]) for tp, o in latest.items() if tp in self._cap}
         if isinstance(limit, ReadMaxRows):

@@ -9,7 +9,7 @@ import time
 
 import crc32c
 import pytest
-from _spark_helpers import BYTES, delete_topic, start_broker
+from _spark_helpers import BYTES, delete_topic, start_broker, trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
@@ -220,50 +220,26 @@ def test_broker_down_mid_range_is_retried_without_loss(tmp_path):
 
 
 def test_a_new_leader_whose_high_watermark_trails_the_range_is_waited_for(tmp_path):
-    """Broker 1 takes over from broker 0 with every record but a high watermark of 0, which stays there
-    until broker 2, the other member of the ISR, fetches from it: a range planned from the old leader's
-    offsets must wait for the watermark (as Spark's consumer polls until its timeout), not call the range lost."""
-    from kafka_edu.server.cluster import InProcessCluster
-    logging.getLogger("kafka_edu").setLevel(logging.CRITICAL)
-    cluster = InProcessCluster(3, {"auto.leader.rebalance.enable": "false", "replica.lag.time.max.ms": 60_000},
-                               data_dir=str(tmp_path / "cluster")).start()
-    reader = None
-    try:
-        with ClusterAdmin(cluster.bootstrap_servers) as admin:
-            admin.create_topics([NewTopic("trailing", replica_assignment={0: [0, 1, 2]})])
-        cluster.wait_until(lambda: (s := cluster.partition_state("trailing", 0)) is not None
-                           and sorted(s.leader_and_isr.isr) == [0, 1, 2], what="a full ISR")
-        assert cluster.pause_fetchers(1) and cluster.pause_fetchers(2)
-        values = [str(i).encode() for i in range(100)]
-        with KafkaProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1",
-                            "key.serializer": BYTES, "value.serializer": BYTES}) as producer:
-            for value in values:
-                producer.send("trailing", value, partition=0)
-        cluster.resume_fetchers(1)                     # broker 1 copies all 100; broker 2 holds the watermark at 0
-        follower = cluster.broker(1).replica_manager.get_partition(("trailing", 0))
-        cluster.wait_until(lambda: follower.local_replica.log_end_offset == 100, what="broker 1 level with the leader")
-        cluster.kill(0)
-        cluster.wait_until(lambda: cluster.partition_state("trailing", 0).leader_and_isr.leader == 1,
-                           what="broker 1 leading")
-        assert follower.local_replica.high_watermark == 0
+    """A range planned from the old leader's offsets must wait for the new leader's watermark (as
+    Spark's consumer polls until its timeout), not call the range lost."""
+    with trailing_high_watermark(tmp_path / "cluster") as (cluster, values):
         reader = OffsetRangeReader(cluster.bootstrap_servers, {"request.timeout.ms": "20000", "retry.backoff.ms": "50"})
         got, failures, done = [], [], threading.Event()
 
         def read():
             try:
-                for batch in reader.read_range(TopicPartition("trailing", 0), 0, 100):
+                for batch in reader.read_range(TopicPartition("trailing", 0), 0, len(values)):
                     got.extend(batch.column("value").to_pylist())
             except Exception as e:
                 failures.append(e)
             done.set()
-        threading.Thread(target=read, daemon=True).start()
-        time.sleep(1.5)
-        assert not done.is_set() and not failures, failures
-        cluster.resume_fetchers(2)
-        assert done.wait(20), "the reader did not go on once the high watermark moved"
-        assert not failures, failures
-        assert got == values
-    finally:
-        if reader is not None:
+        try:
+            threading.Thread(target=read, daemon=True).start()
+            time.sleep(1.5)
+            assert not done.is_set() and not failures, failures
+            cluster.resume_fetchers(2)
+            assert done.wait(20), "the reader did not go on once the high watermark moved"
+            assert not failures, failures
+            assert got == values
+        finally:
             reader.close()
-        cluster.shutdown()

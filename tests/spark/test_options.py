@@ -24,6 +24,15 @@ def test_defaults_and_case_insensitive_keys():
     assert parse(True, subscribe="a").starting == OffsetSpec("latest")       # streaming starts at latest
 
 
+def test_fetch_offset_retries():
+    o = parse(True, subscribe="a")
+    assert (o.fetch_offset_attempts, o.fetch_offset_interval_ms) == (3, 1000)
+    o = parse(True, subscribe="a", **{"fetchOffset.numRetries": "5", "FETCHOFFSET.RETRYINTERVALMS": "10"})
+    assert (o.fetch_offset_attempts, o.fetch_offset_interval_ms) == (5, 10)
+    with pytest.raises(KafkaOptionError, match="'fetchOffset.numRetries' must be a positive integer, got '0'"):
+        parse(True, subscribe="a", **{"fetchOffset.numRetries": "0"})
+
+
 def test_assign_pattern_offsets_and_kafka_params():
     o = parse(assign='{"a":[1,0],"b":[0]}', startingOffsets='{"a":{"0":5,"1":-2}}', endingOffsets='{"a":{"0":-1}}',
               **{"kafka.fetch.max.wait.ms": "50", "minPartitions": "3", "maxOffsetsPerTrigger": "10",

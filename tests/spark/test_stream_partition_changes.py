@@ -4,9 +4,11 @@ go through failOnDataLoss as in Spark's Kafka source."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
-from _spark_helpers import delete_topic
+from _spark_helpers import delete_topic, trailing_high_watermark
 from external import wait_for
 
 from kafka_edu.clients.admin import ClusterAdmin
@@ -121,5 +123,47 @@ def test_new_partition_deleted_before_planning_is_left_out(servers, topic, produ
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             assert values(source, start, end) == [b"keep-%d" % i for i in range(3)]
         assert f"Cannot find earliest offsets of {name}-0. Skipping them" in caplog.text
+    finally:
+        source.stop()
+
+
+def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path):
+    """After a leader change the new leader's latest offset (its high watermark) is below the end of
+    the last micro-batch until the ISR has fetched from it: latestOffset asks again, as Spark's source
+    does, instead of planning a range that ends before it starts."""
+    with trailing_high_watermark(tmp_path / "cluster") as (cluster, values):
+        source = KafkaMicroBatchStream(KafkaSourceOptions.parse({
+            "kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "trailing",
+            "fetchOffset.numRetries": "20", "fetchOffset.retryIntervalMs": "250"}, streaming=True))
+        reached = {"trailing": {"0": len(values)}}
+        ends = []
+        thread = threading.Thread(target=lambda: ends.append(source.latestOffset(reached, ReadAllAvailable())),
+                                  daemon=True)
+        try:
+            thread.start()
+            time.sleep(1.5)
+            assert ends == []
+            cluster.resume_fetchers(2)
+            thread.join(20)
+            assert ends == [reached]
+            assert source.partitions(reached, ends[0]) == []
+        finally:
+            source.stop()
+
+
+def test_latest_offsets_still_below_after_the_retries_are_planned_as_data_loss(servers, topic, produce, caplog):
+    name = topic(1)
+    produce(name, [b"a", b"b", b"c"], partition=0)
+    source = KafkaMicroBatchStream(KafkaSourceOptions.parse({
+        "kafka.bootstrap.servers": servers, "subscribe": name, "fetchOffset.retryIntervalMs": "50"}, streaming=True))
+    reached = {name: {"0": 10}}
+    try:
+        with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.streaming"):
+            started = time.monotonic()
+            end = source.latestOffset(reached, ReadAllAvailable())
+        assert end == {name: {"0": 3}} and time.monotonic() - started >= 0.1      # three attempts, 50 ms apart
+        assert caplog.text.count("latest offsets below the query's") == 2
+        with pytest.raises(DataLossError, match="the log now ends at offset 3, before 10"):
+            source.partitions(reached, end)
     finally:
         source.stop()

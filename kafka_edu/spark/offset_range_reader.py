@@ -124,8 +124,8 @@ def read_range(self, tp: TopicPartition, start: int, until: int, fail_on_data_lo
                     _time.sleep(self.backoff_ms / 1000)
                     continue
                 report_data_loss(fail_on_data_loss, data_loss_message(
-                    tp, offset, until, f"the log ends at offset {answer.high_watermark} "
-                                       f"(still after {self.timeout_ms} ms)"))
+                    tp, offset, until, f"the log still ends at offset {answer.high_watermark} "
+                                       f"after {self.timeout_ms} ms"))
                 return
             continue
         if len(columns):

@@ -82,15 +82,16 @@ def _flag(options: dict, spark_name: str, default: bool) -> bool:
     return text == "true"
 
 
-def _positive(options: dict, name: str, spark_name: str) -> int | None:
+def _integer(options: dict, name: str, spark_name: str, minimum: int = 1, default: int | None = None) -> int | None:
     if name not in options:
-        return None
+        return default
     try:
         value = int(options[name])
     except ValueError:
-        value = 0
-    if value <= 0:
-        raise KafkaOptionError(f"Option '{spark_name}' must be a positive integer, got {options[name]!r}")
+        value = None
+    if value is None or value < minimum:
+        kind = "a positive" if minimum == 1 else "a non-negative"
+        raise KafkaOptionError(f"Option '{spark_name}' must be {kind} integer, got {options[name]!r}")
     return value
 
 
@@ -181,11 +182,13 @@ class KafkaSourceOptions:
         consumer_config(servers, params)
         return cls(servers, strategy, topics, value if strategy == "subscribepattern" else "", partitions,
                    starting, _offset_spec(options.get("endingoffsets"), "latest"),
-                   _positive(options, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
-                   _positive(options, "minpartitions", "minPartitions"),
+                   _integer(options, "maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+                   _integer(options, "minpartitions", "minPartitions"),
                    _flag(options, "failOnDataLoss", True), _flag(options, "includeHeaders", False), params,
-                   _positive(options, "fetchoffset.numretries", "fetchOffset.numRetries") or 3,
-                   _positive(options, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs") or 1000)
+                   fetch_offset_attempts=_integer(options, "fetchoffset.numretries", "fetchOffset.numRetries",
+                                                  default=cls.fetch_offset_attempts),
+                   fetch_offset_interval_ms=_integer(options, "fetchoffset.retryintervalms",
+                                                     "fetchOffset.retryIntervalMs", 0, cls.fetch_offset_interval_ms))
 
     def for_batch(self) -> "KafkaSourceOptions":
         """Refuse what only a batch query forbids: ranges that would move while the query runs."""

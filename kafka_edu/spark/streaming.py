@@ -47,10 +47,11 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: KafkaSourceOptions):
         self.options = options
         self._offsets: KafkaOffsetReader | None = None
-        self._cap: dict[TopicPartition, int] | None = None      # trigger(availableNow=True)
+        self._cap: dict[TopicPartition, int] | None = None      # trigger(availableNow=True): where to stop
+        self._cap_due = False                                   # ... taken at the next latestOffset
 
     def __getstate__(self) -> dict:
-        return {"options": self.options, "_offsets": None, "_cap": None}
+        return {"options": self.options, "_offsets": None, "_cap": None, "_cap_due": False}
 
     def _offset_reader(self) -> KafkaOffsetReader:
         if self._offsets is None:
@@ -79,7 +80,7 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadMaxRows(limit) if limit else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._cap = self._latest()
+        self._cap_due = True        # taken with the first batch's start at hand, to check it against
 
     def _earliest(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """Earliest offsets of those of `partitions` that still exist: one request, or one per
@@ -98,6 +99,8 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """The newest offsets of the partitions that exist now: one of a deleted topic is left out,
         so `partitions` sees it gone, and a topic created again comes back as new partitions."""
         latest = self._latest(parse_offsets(start))
+        if self._cap_due:
+            self._cap, self._cap_due = latest, False
         if self._cap is not None:
             latest = {tp: min(o, self._cap[tp]) for tp, o in latest.items() if tp in self._cap}
         if isinstance(limit, ReadMaxRows):

@@ -180,11 +180,28 @@ def test_a_range_past_a_watermark_that_never_comes_is_lost_after_the_request_tim
         with pytest.raises(DataLossError) as e:
             list(reader.read_range(tp, 0, 5))
         assert 1.0 <= time.monotonic() - started < 10
-        assert f"Cannot fetch offsets [3, 5) of {name}-0: the log ends at offset 3 (still after 1000 ms)" in str(e.value)
+        assert f"Cannot fetch offsets [3, 5) of {name}-0: the log still ends at offset 3 after 1000 ms" in str(e.value)
         with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.offset_range_reader"):
             assert sum(len(b) for b in reader.read_range(tp, 1, 5, fail_on_data_loss=False)) == 2
-        assert f"[3, 5) of {name}-0: the log ends at offset 3 (still after 1000 ms). Skipping them" in caplog.text
+        assert f"[3, 5) of {name}-0: the log still ends at offset 3 after 1000 ms. Skipping them" in caplog.text
     finally:
+        reader.close()
+
+
+def test_the_wait_for_a_watermark_starts_again_after_each_record(servers, topic, produce):
+    """Records arriving within the timeout of each other keep the range alive for longer than one timeout."""
+    name = topic()
+    produce(name, [b"a", b"b", b"c"], partition=0)
+    reader = OffsetRangeReader(servers, {"request.timeout.ms": "3000", "retry.backoff.ms": "50"})
+    late = [threading.Timer(2.0, produce, (name, [b"d"], 0)), threading.Timer(4.0, produce, (name, [b"e"], 0))]
+    try:
+        for timer in late:
+            timer.start()
+        got = [v for b in reader.read_range(TopicPartition(name, 0), 0, 5) for v in b.column("value").to_pylist()]
+        assert got == [b"a", b"b", b"c", b"d", b"e"]
+    finally:
+        for timer in late:
+            timer.cancel()
         reader.close()
 
 

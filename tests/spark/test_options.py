@@ -29,8 +29,11 @@ def test_fetch_offset_retries():
     assert (o.fetch_offset_attempts, o.fetch_offset_interval_ms) == (3, 1000)
     o = parse(True, subscribe="a", **{"fetchOffset.numRetries": "5", "FETCHOFFSET.RETRYINTERVALMS": "10"})
     assert (o.fetch_offset_attempts, o.fetch_offset_interval_ms) == (5, 10)
+    assert parse(True, subscribe="a", **{"fetchOffset.retryIntervalMs": "0"}).fetch_offset_interval_ms == 0
     with pytest.raises(KafkaOptionError, match="'fetchOffset.numRetries' must be a positive integer, got '0'"):
         parse(True, subscribe="a", **{"fetchOffset.numRetries": "0"})
+    with pytest.raises(KafkaOptionError, match="'fetchOffset.retryIntervalMs' must be a non-negative integer, got 'x'"):
+        parse(True, subscribe="a", **{"fetchOffset.retryIntervalMs": "x"})
 
 
 def test_assign_pattern_offsets_and_kafka_params():

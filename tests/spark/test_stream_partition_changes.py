@@ -127,15 +127,19 @@ def test_new_partition_deleted_before_planning_is_left_out(servers, topic, produ
         source.stop()
 
 
-def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path):
+@pytest.mark.parametrize("available_now", [False, True], ids=["processing-time", "available-now"])
+def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path, available_now):
     """After a leader change the new leader's latest offset (its high watermark) is below the end of
     the last micro-batch until the ISR has fetched from it: latestOffset asks again, as Spark's source
-    does, instead of planning a range that ends before it starts."""
+    does, instead of planning a range that ends before it starts; trigger(availableNow=True) takes the
+    offsets it stops at only then, not below where the query starts."""
     with trailing_high_watermark(tmp_path / "cluster") as (cluster, values):
         source = KafkaMicroBatchStream(KafkaSourceOptions.parse({
             "kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "trailing",
             "fetchOffset.numRetries": "20", "fetchOffset.retryIntervalMs": "250"}, streaming=True))
         reached = {"trailing": {"0": len(values)}}
+        if available_now:
+            source.prepareForTriggerAvailableNow()
         ends = []
         thread = threading.Thread(target=lambda: ends.append(source.latestOffset(reached, ReadAllAvailable())),
                                   daemon=True)

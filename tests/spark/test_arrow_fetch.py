@@ -9,7 +9,8 @@ import time
 
 import crc32c
 import pytest
-from _spark_helpers import BYTES, delete_topic, start_broker, trailing_high_watermark
+from _spark_helpers import BYTES, delete_topic, start_broker
+from trailing_watermark import trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer

@@ -8,8 +8,9 @@ import threading
 import time
 
 import pytest
-from _spark_helpers import delete_topic, trailing_high_watermark
+from _spark_helpers import delete_topic
 from external import wait_for
+from trailing_watermark import trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.cluster import TopicPartition

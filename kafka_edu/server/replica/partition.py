@@ -148,6 +148,7 @@ class _PartitionCore:
         self.producer_state = ProducerStateManager(self.topic_partition)
         self._lock = threading.RLock()       # Kafka's leaderIsrUpdateLock
         self.high_watermark_history: collections.deque[HighWatermarkChange] = collections.deque(maxlen=100)
+        self.leader_epoch_start_offset: int | None = None     # Beyond 0.10 (KIP-207): LEO on becoming leader
 
     # --- replicas -------------------------------------------------------------------------------
     def get_or_create_replica(self, replica_id: int) -> Replica:
@@ -212,6 +213,7 @@ def make_leader(self, state: PartitionState) -> tuple[bool, bool]:
         self._take_state(state, isr=state.isr)
         leader = self.assigned_replica_map[self.local_broker_id]
         is_new_leader = self.leader_replica_id != self.local_broker_id
+        self.leader_epoch_start_offset = leader.log_end_offset
         if is_new_leader:
             leader.convert_hw_to_local_offset_metadata()
             self.producer_state.load(leader.log)     # the follower appended without tracking producers
@@ -231,6 +233,7 @@ def make_follower(self, state: PartitionState) -> bool:
         self._take_state(state, isr=())
         changed = self.leader_replica_id != state.leader
         self.leader_replica_id = state.leader
+        self.leader_epoch_start_offset = None
         return changed
 
 def _maybe_increment_leader_hw(self, leader: Replica, trigger: str) -> bool:
@@ -399,45 +402,6 @@ class _LeaderIO:
                             min_one_message)
         return LogReadInfo(fetched, high_watermark, log_.log_start_offset, log_end_offset, high_watermark)
 
-    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int, from_consumer: bool,
-                                   current_leader_epoch: int = -1) -> tuple[int, int] | None:
-        """ListOffsets v1+: (timestamp, offset) of the first record at or after `timestamp`."""
-        replica = self._replica_for_read(True, current_leader_epoch)
-        log_ = replica.log
-        last_fetchable = replica.high_watermark if from_consumer or isolation_level == READ_COMMITTED \
-            else log_.log_end_offset
-        if timestamp == LATEST_TIMESTAMP:
-            return -1, last_fetchable
-        if timestamp == EARLIEST_TIMESTAMP:
-            return -1, log_.log_start_offset
-        offset = log_.fetch_offset_by_timestamp(timestamp)
-        if offset is None or offset >= last_fetchable:
-            return None
-        return _record_timestamp(log_, offset), offset
-
-    def fetch_offsets_before(self, timestamp: int, max_num_offsets: int, from_consumer: bool) -> list[int]:
-        """ListOffsets v0: segment base offsets (and the log end) not newer than `timestamp`."""
-        replica = self._replica_for_read(True)
-        log_ = replica.log
-        segments = log_.segments
-        candidates = [(s.base_offset, s.last_modified_ms) for s in segments]
-        if segments[-1].size() > 0:
-            candidates.append((log_.log_end_offset, self.time.milliseconds()))
-        if timestamp == LATEST_TIMESTAMP:
-            start = len(candidates) - 1
-        elif timestamp == EARLIEST_TIMESTAMP:
-            start = 0
-        else:
-            start = len(candidates) - 1
-            while start >= 0 and candidates[start][1] > timestamp:
-                start -= 1
-        offsets = sorted((candidates[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)),
-                         reverse=True)
-        high_watermark = replica.high_watermark
-        if from_consumer and any(o > high_watermark for o in offsets):
-            offsets = [high_watermark] + [o for o in offsets if o <= high_watermark]
-        return offsets
-
     def delete(self) -> None:
         """Forget the partition and delete its local log (the topic was deleted)."""
         with self._lock:
@@ -445,14 +409,6 @@ class _LeaderIO:
             self.in_sync_replicas = frozenset()
             self.leader_replica_id = None
             self.replica_manager.log_manager.delete_log(self.topic, self.partition_id)
-
-
-def _record_timestamp(log_, offset: int) -> int:
-    data = log_.read(offset, 1, min_one_message=True).records.read_bytes()
-    for record in MemoryRecords(data).records(verify=False):
-        if record.offset >= offset:
-            return record.timestamp
-    return -1
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 8d334051
@@ -488,6 +444,68 @@ class _FollowerIO:
         self.producer_state.load(log_)
 
 
+# %% book/ch4_server/0501_replica_manager.ipynb a4b405b9
+class _OffsetLookups:
+    """ListOffsets (mixin of `Partition`)."""
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int, from_consumer: bool,
+                                   current_leader_epoch: int = -1) -> tuple[int, int] | None:
+        """ListOffsets v1+: (timestamp, offset) of the first record at or after `timestamp`."""
+        replica = self._replica_for_read(True, current_leader_epoch)
+        log_ = replica.log
+        last_fetchable = replica.high_watermark if from_consumer or isolation_level == READ_COMMITTED \
+            else log_.log_end_offset
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, log_.log_start_offset
+        if timestamp != LATEST_TIMESTAMP:
+            offset = log_.fetch_offset_by_timestamp(timestamp)
+            if offset is not None and offset < last_fetchable:
+                return _record_timestamp(log_, offset), offset
+        if from_consumer:
+            self._refuse_while_catching_up(replica)
+        return (-1, last_fetchable) if timestamp == LATEST_TIMESTAMP else None
+
+    def _refuse_while_catching_up(self, replica: Replica) -> None:
+        """Beyond 0.10 (KIP-207): until the HW reaches the log end this leadership began at, the
+        partition's end as the last leader published it is not known here."""
+        start = self.leader_epoch_start_offset
+        if start is not None and replica.high_watermark < start:
+            raise Errors.OFFSET_NOT_AVAILABLE.exception(
+                f"the high watermark of {self.topic}-{self.partition_id} ({replica.high_watermark}) has not "
+                f"reached {start}, where leader epoch {self.leader_epoch} began")
+
+    def fetch_offsets_before(self, timestamp: int, max_num_offsets: int, from_consumer: bool) -> list[int]:
+        """ListOffsets v0: segment base offsets (and the log end) not newer than `timestamp`."""
+        replica = self._replica_for_read(True)
+        log_ = replica.log
+        segments = log_.segments
+        candidates = [(s.base_offset, s.last_modified_ms) for s in segments]
+        if segments[-1].size() > 0:
+            candidates.append((log_.log_end_offset, self.time.milliseconds()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(candidates) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(candidates) - 1
+            while start >= 0 and candidates[start][1] > timestamp:
+                start -= 1
+        offsets = sorted((candidates[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)),
+                         reverse=True)
+        high_watermark = replica.high_watermark
+        if from_consumer and any(o > high_watermark for o in offsets):
+            offsets = [high_watermark] + [o for o in offsets if o <= high_watermark]
+        return offsets
+
+
+def _record_timestamp(log_, offset: int) -> int:
+    data = log_.read(offset, 1, min_one_message=True).records.read_bytes()
+    for record in MemoryRecords(data).records(verify=False):
+        if record.offset >= offset:
+            return record.timestamp
+    return -1
+
+
 # %% book/ch4_server/0501_replica_manager.ipynb 148832d3
 class _LeaderEpochs:
     """Beyond 0.10: the leader-epoch cache follows the log and answers for it (mixin of `Partition`)."""
@@ -515,5 +533,5 @@ class _LeaderEpochs:
             replica.epochs.truncate_from_start(replica.log.log_start_offset)
 
 
-class Partition(_LeaderEpochs, _FollowerIO, _LeaderIO, _IsrMaintenance, _PartitionCore):
+class Partition(_LeaderEpochs, _OffsetLookups, _FollowerIO, _LeaderIO, _IsrMaintenance, _PartitionCore):
     """One hosted partition: its replicas, leader, epochs, ISR and high watermark."""

@@ -14,6 +14,7 @@ from trailing_watermark import trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.cluster import TopicPartition
+from kafka_edu.server.replica.partition import Partition
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark")
@@ -128,12 +129,17 @@ def test_new_partition_deleted_before_planning_is_left_out(servers, topic, produ
         source.stop()
 
 
-@pytest.mark.parametrize("available_now", [False, True], ids=["processing-time", "available-now"])
-def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path, available_now):
-    """After a leader change the new leader's latest offset (its high watermark) is below the end of
-    the last micro-batch until the ISR has fetched from it: latestOffset asks again, as Spark's source
-    does, instead of planning a range that ends before it starts; trigger(availableNow=True) takes the
-    offsets it stops at only then, not below where the query starts."""
+@pytest.mark.parametrize("broker, available_now", [("before-2.2", False), ("before-2.2", True), ("2.2", False)],
+                         ids=["before-2.2", "before-2.2-available-now", "kip-207"])
+def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path, monkeypatch, caplog, broker,
+                                                                    available_now):
+    """After a leader change the new leader's high watermark is below the end of the last micro-batch
+    until the ISR has fetched from it. A broker before Kafka 2.2 names it as the latest offset, and
+    latestOffset asks again, as Spark's source does, instead of planning a range that ends before it
+    starts (trigger(availableNow=True) takes the offsets it stops at only then); since 2.2 (KIP-207)
+    the broker refuses to answer meanwhile and the admin client asks again."""
+    if broker == "before-2.2":
+        monkeypatch.setattr(Partition, "_refuse_while_catching_up", lambda self, replica: None)
     with trailing_high_watermark(tmp_path / "cluster") as (cluster, values):
         source = KafkaMicroBatchStream(KafkaSourceOptions.parse({
             "kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "trailing",
@@ -141,17 +147,25 @@ def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path, ava
         reached = {"trailing": {"0": len(values)}}
         if available_now:
             source.prepareForTriggerAvailableNow()
-        ends = []
-        thread = threading.Thread(target=lambda: ends.append(source.latestOffset(reached, ReadAllAvailable())),
-                                  daemon=True)
+        ends, failures = [], []
+
+        def ask():
+            try:
+                ends.append(source.latestOffset(reached, ReadAllAvailable()))
+            except Exception as e:
+                failures.append(e)
+        thread = threading.Thread(target=ask, daemon=True)
         try:
-            thread.start()
-            time.sleep(1.5)
-            assert ends == []
-            cluster.resume_fetchers(2)
-            thread.join(20)
-            assert ends == [reached]
+            with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.streaming"):
+                thread.start()
+                time.sleep(1.5)
+                assert ends == [] and failures == []
+                cluster.resume_fetchers(2)
+                thread.join(20)
+            assert failures == [] and ends == [reached]
             assert source.partitions(reached, ends[0]) == []
+            asked_again = "latest offsets below the query's" in caplog.text
+            assert asked_again == (broker == "before-2.2")
         finally:
             source.stop()
 

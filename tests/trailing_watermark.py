@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
@@ -43,3 +45,15 @@ def trailing_high_watermark(data_dir: Path, topic: str = "trailing", records: in
         yield cluster, values
     finally:
         cluster.shutdown()
+
+
+def answered_once_caught_up(cluster, call, pause_s: float = 1.5, timeout_s: float = 20):
+    """Run `call` on a thread while the watermark trails, check that it is still waiting after `pause_s`,
+    then let broker 2 fetch and return what `call` returns (its exception, if it raised one)."""
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(call)
+        time.sleep(pause_s)
+        waiting = not pending.done()
+        cluster.resume_fetchers(2)
+        assert waiting, f"answered before the watermark moved: {pending.exception() or pending.result()}"
+        return pending.result(timeout_s)

@@ -188,7 +188,8 @@ class KafkaSourceOptions:
                    fetch_offset_attempts=_integer(options, "fetchoffset.numretries", "fetchOffset.numRetries",
                                                   default=cls.fetch_offset_attempts),
                    fetch_offset_interval_ms=_integer(options, "fetchoffset.retryintervalms",
-                                                     "fetchOffset.retryIntervalMs", 0, cls.fetch_offset_interval_ms))
+                                                     "fetchOffset.retryIntervalMs", minimum=0,
+                                                     default=cls.fetch_offset_interval_ms))
 
     def for_batch(self) -> "KafkaSourceOptions":
         """Refuse what only a batch query forbids: ranges that would move while the query runs."""

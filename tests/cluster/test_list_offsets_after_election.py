@@ -3,11 +3,9 @@ leadership began refuses a client's ListOffsets for the latest offset, or for a 
 watermark, with OFFSET_NOT_AVAILABLE; clients ask again until it has caught up."""
 from __future__ import annotations
 
-import threading
-import time
 
 from _broker_client import BrokerClient
-from trailing_watermark import trailing_high_watermark
+from trailing_watermark import answered_once_caught_up, trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.cluster import TopicPartition
@@ -32,22 +30,10 @@ def test_a_new_leader_tells_clients_the_latest_offset_only_once_its_watermark_ca
             assert answer(client, -2) == (Errors.NONE, 0)                  # the earliest offset is known
             assert answer(client, -1, replica_id=2) == (Errors.NONE, len(values))   # a replica reads to the LEO
         admin = ClusterAdmin(cluster.bootstrap_servers, request_timeout_ms=20_000, retry_backoff_ms=50)
-        found, failures = [], []
-
-        def ask():
-            try:
-                found.append(admin.list_offsets({TopicPartition("trailing", 0): -1}))
-            except Exception as e:
-                failures.append(e)
-        asking = threading.Thread(target=ask, daemon=True)
         try:
-            asking.start()
-            time.sleep(1.0)
-            assert found == [] and failures == []                          # still asking again
-            cluster.resume_fetchers(2)
-            asking.join(20)
-            assert failures == []
-            assert found[0][TopicPartition("trailing", 0)].offset == len(values)
+            found = answered_once_caught_up(cluster, lambda: admin.list_offsets({TopicPartition("trailing", 0): -1}),
+                                            pause_s=1.0)                  # the admin client asks again meanwhile
+            assert found[TopicPartition("trailing", 0)].offset == len(values)
         finally:
             admin.close()
         with BrokerClient(cluster.broker(1).bound_port()) as client:

@@ -10,7 +10,7 @@ import time
 import crc32c
 import pytest
 from _spark_helpers import BYTES, delete_topic, start_broker
-from trailing_watermark import trailing_high_watermark
+from trailing_watermark import answered_once_caught_up, trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
@@ -242,22 +242,10 @@ def test_a_new_leader_whose_high_watermark_trails_the_range_is_waited_for(tmp_pa
     Spark's consumer polls until its timeout), not call the range lost."""
     with trailing_high_watermark(tmp_path / "cluster") as (cluster, values):
         reader = OffsetRangeReader(cluster.bootstrap_servers, {"request.timeout.ms": "20000", "retry.backoff.ms": "50"})
-        got, failures, done = [], [], threading.Event()
-
-        def read():
-            try:
-                for batch in reader.read_range(TopicPartition("trailing", 0), 0, len(values)):
-                    got.extend(batch.column("value").to_pylist())
-            except Exception as e:
-                failures.append(e)
-            done.set()
         try:
-            threading.Thread(target=read, daemon=True).start()
-            time.sleep(1.5)
-            assert not done.is_set() and not failures, failures
-            cluster.resume_fetchers(2)
-            assert done.wait(20), "the reader did not go on once the high watermark moved"
-            assert not failures, failures
+            got = answered_once_caught_up(cluster, lambda: [
+                v for b in reader.read_range(TopicPartition("trailing", 0), 0, len(values))
+                for v in b.column("value").to_pylist()])
             assert got == values
         finally:
             reader.close()

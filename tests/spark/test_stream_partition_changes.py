@@ -4,13 +4,12 @@ go through failOnDataLoss as in Spark's Kafka source."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 import pytest
 from _spark_helpers import delete_topic
 from external import wait_for
-from trailing_watermark import trailing_high_watermark
+from trailing_watermark import answered_once_caught_up, trailing_high_watermark
 
 from kafka_edu.clients.admin import ClusterAdmin
 from kafka_edu.common.cluster import TopicPartition
@@ -147,23 +146,11 @@ def test_latest_offsets_below_the_reached_ones_are_asked_for_again(tmp_path, mon
         reached = {"trailing": {"0": len(values)}}
         if available_now:
             source.prepareForTriggerAvailableNow()
-        ends, failures = [], []
-
-        def ask():
-            try:
-                ends.append(source.latestOffset(reached, ReadAllAvailable()))
-            except Exception as e:
-                failures.append(e)
-        thread = threading.Thread(target=ask, daemon=True)
         try:
             with caplog.at_level(logging.WARNING, logger="kafka_edu.spark.streaming"):
-                thread.start()
-                time.sleep(1.5)
-                assert ends == [] and failures == []
-                cluster.resume_fetchers(2)
-                thread.join(20)
-            assert failures == [] and ends == [reached]
-            assert source.partitions(reached, ends[0]) == []
+                end = answered_once_caught_up(cluster, lambda: source.latestOffset(reached, ReadAllAvailable()))
+            assert end == reached
+            assert source.partitions(reached, end) == []
             asked_again = "latest offsets below the query's" in caplog.text
             assert asked_again == (broker == "before-2.2")
         finally:

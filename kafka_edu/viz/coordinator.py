@@ -284,8 +284,7 @@ def coordinator_trace_figure(trace: CoordinatorTrace, scenes: list[str], lanes: 
         members = sorted(used - set(_PARTS), key=lambda m: (joined.index(m) if m in joined else len(joined), m))
         lanes = members + _PARTS
     recorder = SequenceRecorder([lane for lane in lanes if lane in used])
-    # dot reads a backslash in a label as an escape: double it so that it is shown
-    recorder.steps = [Step(step.source, step.target, step.text().replace("\\", "\\\\")) for step in steps]
+    recorder.steps = steps
     return sequence_figure(recorder, title)
 
 

@@ -252,6 +252,5 @@ class SaslSequence(_FrameDecoding):
 def sasl_sequence_figure(sequence: SaslSequence, title: str = "") -> graphviz.Digraph:
     """Figure 4-82: a SaslSequence as a sequence diagram (`viz.sequence`), client lanes left, broker lanes right."""
     recorder = SequenceRecorder(sequence.lanes["client"] + sequence.lanes["broker"])
-    # dot reads a backslash in a label as an escape: double it so that PLAIN's \0 separators are shown
-    recorder.steps = [Step(s.source, s.target, s.label.replace("\\", "\\\\")) for s in sequence.steps]
+    recorder.steps = list(sequence.steps)
     return sequence_figure(recorder, title)

@@ -85,6 +85,11 @@ class SequenceRecorder:
         self._patches.restore()
 
 
+def _label(text: str) -> str:
+    """dot reads `<` and `&` as markup and a backslash as an escape: a step's text is shown as it is."""
+    return html.escape(text).replace("\\", "\\\\")
+
+
 def sequence_figure(recorder: SequenceRecorder, title: str = "") -> graphviz.Digraph:
     """A sequence diagram: one lifeline per lane, one row per recorded step, numbered in order."""
     dot = graphviz.Digraph("sequence", graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "11",
@@ -101,7 +106,7 @@ def sequence_figure(recorder: SequenceRecorder, title: str = "") -> graphviz.Dig
         with dot.subgraph(graph_attr={"rank": "same"}) as rank:
             for n, lane in enumerate(lanes):
                 if step.source == step.target == lane:
-                    rank.node(f"l{n}_{row}", f"{row + 1}. {html.escape(step.text())}", shape="note",
+                    rank.node(f"l{n}_{row}", f"{row + 1}. {_label(step.text())}", shape="note",
                               style="filled", fillcolor="#fff6e0")
                 else:
                     rank.node(f"l{n}_{row}", "", shape="point", width="0.03")
@@ -115,6 +120,6 @@ def sequence_figure(recorder: SequenceRecorder, title: str = "") -> graphviz.Dig
         if step.source == step.target:
             continue
         source, target = lanes.index(step.source), lanes.index(step.target)
-        dot.edge(f"l{source}_{row}", f"l{target}_{row}", label=f"{row + 1}. {html.escape(step.text())}",
+        dot.edge(f"l{source}_{row}", f"l{target}_{row}", label=f"{row + 1}. {_label(step.text())}",
                  constraint="false")
     return dot

@@ -31,6 +31,7 @@ import threading
 import time as real_time
 
 import pytest
+from _coordinator_harness import PROTOCOLS
 
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import MockTime
@@ -53,7 +54,6 @@ from kafka_edu.server.zk.zk_utils import LeaderAndIsr, ZkUtils
 TP = (GROUP_METADATA_TOPIC_NAME, 0)
 LAG_MS = 1000                   # replica.lag.time.max.ms; the stores' own timeout is 5 s on the same clock
 DEADLOCK_WAIT_S = 3.0
-PROTOCOLS = [("range", b"sub:orders")]
 
 
 class Broker:
@@ -92,7 +92,6 @@ class Broker:
         purgatory.try_complete_else_watch = recording
         # what KafkaApis.handle runs after every request; a ReplicaManager without an action queue
         # (before KAFKA-8334) re-tests inline instead, and then the second test shows its deadlock
-        self.try_complete_actions = self.replica_manager.try_complete_actions
 
     def close(self) -> None:
         self.coordinator.shutdown()
@@ -106,7 +105,7 @@ class Broker:
         try:
             getattr(self.coordinator, handler)(*args, lambda *result: answers.append(result))
         finally:
-            self.try_complete_actions()
+            self.replica_manager.try_complete_actions()
         return answers
 
 

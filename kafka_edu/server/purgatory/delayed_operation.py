@@ -22,7 +22,6 @@ class DelayedOperation(TimerTask):
         self._completed_lock = threading.Lock()
         self.lock = threading.RLock()
         self._try_pending = False            # Beyond 0.10: a try found `lock` taken (maybe_try_complete)
-        self._pending_lock = threading.Lock()
 
     @property
     def is_completed(self) -> bool:
@@ -49,20 +48,17 @@ class DelayedOperation(TimerTask):
         while True:
             if self.lock.acquire(blocking=False):
                 try:
-                    self._swap_pending(False)
+                    self._try_pending = False
                     done = self.try_complete()
                 finally:
                     self.lock.release()
                 retry = self._try_pending
             else:
-                done, retry = False, not self._swap_pending(True)
-            if done or self.is_completed or not retry:
+                with self._completed_lock:      # get-and-set (Java's AtomicBoolean); held only briefly, never nested
+                    retry, self._try_pending = not self._try_pending, True
+                done = False
+            if self.is_completed or not retry:
                 return done
-
-    def _swap_pending(self, value: bool) -> bool:
-        with self._pending_lock:                # get-and-set, as Java's AtomicBoolean does it
-            previous, self._try_pending = self._try_pending, value
-            return previous
 
     def run(self) -> None:
         """The timeout path, run by the timer's executor."""

@@ -6,9 +6,9 @@ from typing import NamedTuple
 
 import graphviz
 
-from kafka_edu.common.record.memory_records import MemoryRecords
 from kafka_edu.server.log.errors import OffsetOutOfRangeError
 from kafka_edu.server.log.file_records import iter_log_entries
+from kafka_edu.viz.log_offsets import log_records
 
 
 class SegmentSummary(NamedTuple):
@@ -92,8 +92,7 @@ def index_figure(segment, max_log_entries: int = 16) -> graphviz.Digraph:
 
 def record_keys(log) -> list[tuple[int, bytes | None, bool]]:
     """(offset, key, is_tombstone) of every record in a live log, oldest first."""
-    return [(r.offset, r.key, r.value is None) for s in log.segments for e in s.log.entries()
-            for r in MemoryRecords(e.tobytes()).records(verify=False)]
+    return [(r.offset, r.key, r.value is None) for _, _, r in log_records(log)]
 
 
 def compaction_figure(before: list[tuple[int, bytes | None, bool]], log) -> graphviz.Digraph:

@@ -10,11 +10,17 @@ from kafka_edu.common.record.memory_records import MemoryRecords
 _SEGMENT_COLOURS = ("#dde8f5", "#e6f2e6")
 
 
+def log_records(log):
+    """(segment, entry, record) for every record of a live log, oldest first."""
+    for segment in log.segments:
+        for entry in segment.log.entries():
+            for record in MemoryRecords(entry.tobytes()).records(verify=False):
+                yield segment, entry, record
+
+
 def record_positions(log) -> list[tuple[int, int, int]]:
     """(offset, segment base offset, byte position of the entry holding it) for every record of a log."""
-    return [(record.offset, segment.base_offset, entry.position)
-            for segment in log.segments for entry in segment.log.entries()
-            for record in MemoryRecords(entry.tobytes()).records(verify=False)]
+    return [(record.offset, segment.base_offset, entry.position) for segment, entry, record in log_records(log)]
 
 
 def partition_offsets_figure(logs) -> graphviz.Digraph:

@@ -24,11 +24,12 @@ PRIMITIVES = {
 }
 
 
-def strategy(kind: T.Type):
-    """Values of `kind`: plain dicts for schemas, lists (or None where nullable) for arrays."""
+def strategy(kind: T.Type, primitives: dict = PRIMITIVES):
+    """Values of `kind`: plain dicts for schemas, lists (or None where nullable) for arrays; the
+    values of each primitive type drawn from `primitives`."""
     if isinstance(kind, T.Schema):
-        return st.fixed_dictionaries({f.name: strategy(f.type) for f in kind.fields})
+        return st.fixed_dictionaries({f.name: strategy(f.type, primitives) for f in kind.fields})
     if isinstance(kind, T.Array):
-        items = st.lists(strategy(kind.type), max_size=3)
+        items = st.lists(strategy(kind.type, primitives), max_size=3)
         return st.none() | items if kind.nullable else items
-    return PRIMITIVES[kind]
+    return primitives[kind]

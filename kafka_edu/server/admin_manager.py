@@ -16,8 +16,9 @@ from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
 from kafka_edu.server.topic_config import broker_default_log_config
-from kafka_edu.server.zk.zk_client import NodeExistsError
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, entity_config_json, entity_config_path, topic_path
+from kafka_edu.server.zk.zk_client import MAX_DATA_BYTES, NodeExistsError
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, entity_config_json, entity_config_path,
+                                          replica_assignment_json, topic_path)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,14 @@ def validate_topic_name(topic: str) -> None:
                          "ASCII alphanumerics, '.', '_' and '-'")
 
 
+def legal_topic_name(topic: str) -> bool:
+    try:
+        validate_topic_name(topic)
+    except AdminError:
+        return False
+    return True
+
+
 def collides(a: str, b: str) -> bool:
     """Would the two topics get the same metric names (`.` and `_` are the same there)?"""
     return a != b and a.replace(".", "_") == b.replace(".", "_")
@@ -50,6 +59,20 @@ def refuse_collisions(topic: str, existing) -> None:
     if clashing:
         raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
                          f"Topic '{topic}' collides with existing topics: {', '.join(clashing)}")
+
+
+def refuse_oversized(partitions: int, replication_factor: int, assignment: dict | None = None) -> None:
+    """A topic's assignment must fit in its znode (ZooKeeper's jute.maxbuffer). Before the partitions
+    are placed, refuse a count that could not fit even with one-digit numbers (each takes at least
+    `"p":[b],` and two bytes per further replica), so that a huge count costs nothing; once placed,
+    refuse an assignment whose JSON is too long. A replication factor below 1 is left to placement."""
+    if assignment is None and replication_factor < 1:
+        return
+    size = (partitions * (6 + 2 * replication_factor) if assignment is None
+            else len(replica_assignment_json(assignment)))
+    if size > MAX_DATA_BYTES:
+        raise AdminError(Errors.INVALID_PARTITIONS, f"{partitions} partitions of {replication_factor} replica(s) "
+                         f"do not fit in one topic znode ({MAX_DATA_BYTES} bytes at most, ZooKeeper's jute.maxbuffer)")
 
 
 # %% book/ch4_server/0609_admin_manager.ipynb 1f46ddb4
@@ -191,12 +214,16 @@ class _TopicCreation:
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise AdminError(Errors.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
                                  "replicasAssignments were set. Both cannot be used at the same time.")
-            return self._validate_assignment(topic.assignments, 0), configs
+            assignment = self._validate_assignment(topic.assignments, 0)
+            refuse_oversized(len(assignment), len(assignment[0]), assignment)
+            return assignment, configs
         partitions = topic.num_partitions if topic.num_partitions != -1 else self.config["num.partitions"]
         factor = (topic.replication_factor if topic.replication_factor != -1
                   else self.config["default.replication.factor"])
+        refuse_oversized(partitions, factor)
         assignment = assign_replicas_to_brokers(self.zk_utils.get_all_brokers_in_cluster(), partitions, factor,
                                                 rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
+        refuse_oversized(partitions, factor, assignment)
         return assignment, configs
 
     def create_topics(self, timeout_ms: int, validate_only: bool, topics: list[NewTopic],
@@ -278,7 +305,8 @@ class _TopicChanges:
                       lambda t: self._has_leaders(t, expected[t]), response_callback)
 
     def _new_partitions(self, request: NewPartitions, queued_for_deletion: set[str]) -> dict[int, list[int]]:
-        existing = self.zk_utils.get_partition_assignment_for_topics([request.name])[request.name]
+        existing = (self.zk_utils.get_partition_assignment_for_topics([request.name])[request.name]
+                    if legal_topic_name(request.name) else {})      # an illegal name has no znode to read
         if not existing:
             raise AdminError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{request.name}' does not exist.")
         if request.name in queued_for_deletion:
@@ -290,15 +318,19 @@ class _TopicChanges:
         if request.count == old:
             raise AdminError(Errors.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
         factor = len(existing[0])
+        refuse_oversized(request.count, factor)
         if request.assignments is not None:
             if len(request.assignments) != request.count - old:
                 raise AdminError(Errors.INVALID_REPLICA_ASSIGNMENT,
                                  f"Increasing the number of partitions by {request.count - old} but "
                                  f"{len(request.assignments)} assignments provided.")
             given = {old + i: list(r) for i, r in enumerate(request.assignments)}
-            return self._validate_assignment(given, old, factor)
-        return assign_added_partitions(self.zk_utils.get_all_brokers_in_cluster(), existing, request.count,
-                                       rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
+            new = self._validate_assignment(given, old, factor)
+        else:
+            new = assign_added_partitions(self.zk_utils.get_all_brokers_in_cluster(), existing, request.count,
+                                          rack_aware_mode=RackAwareMode.ENFORCED, rand=self.rand)
+        refuse_oversized(request.count, factor, {**existing, **new})
+        return new
 
 
 class AdminManager(_TopicCreation, _TopicChanges, _AdminManagerCore):

@@ -85,6 +85,33 @@ def test_create_partitions(broker, client):
     assert len(json.loads(broker.zk_client.get("/brokers/topics/growing")[0])["partitions"]) == 3
 
 
+def test_create_partitions_of_names_no_topic_can_have(client):
+    """A name that cannot be a topic names no znode: it does not exist, and the connection stays open."""
+    names = ["", ".", "..", "a/b", "/", "nul\x00byte", "x" * 250]
+    body = {"timeout_ms": 0, "validate_only": False,
+            "topics": [{"name": n, "count": 2, "assignments": None} for n in names]}
+    results = {r.name: r.error_code for r in client.call(ApiKeys.CREATE_PARTITIONS, 1, body).results}
+    assert results == {n: Errors.UNKNOWN_TOPIC_OR_PARTITION.code for n in names}
+    assert client.metadata([]).topics == []                  # the same connection is still served
+
+
+@pytest.mark.parametrize("partitions", [100_000, 2**31 - 1])
+def test_more_partitions_than_a_topic_znode_holds_are_refused(broker, client, partitions):
+    """100,000 partitions pass the quick bound and fail the exact one (their JSON is about 1.2 MB);
+    2^31 - 1 are refused before any is placed. Nothing is written either way."""
+    created = client.create_topics([topic(f"huge{partitions}", partitions)], timeout_ms=0)[f"huge{partitions}"]
+    assert created.error_code == Errors.INVALID_PARTITIONS.code
+    assert "jute.maxbuffer" in created.error_message
+    assert broker.zk_client.exists(f"/brokers/topics/huge{partitions}") is None
+    assert broker.zk_client.exists(f"/config/topics/huge{partitions}") is None
+    client.create_topic(f"grown{partitions}")
+    body = {"timeout_ms": 0, "validate_only": False,
+            "topics": [{"name": f"grown{partitions}", "count": partitions, "assignments": None}]}
+    result = client.call(ApiKeys.CREATE_PARTITIONS, 1, body).results[0]
+    assert (result.error_code, "jute.maxbuffer" in result.error_message) == (Errors.INVALID_PARTITIONS.code, True)
+    assert len(json.loads(broker.zk_client.get(f"/brokers/topics/grown{partitions}")[0])["partitions"]) == 1
+
+
 def test_delete_topics_removes_logs_znodes_and_metadata(broker, client):
     client.create_topic("doomed", 2)
     client.produce("doomed", 0, records(b"bye"))

@@ -313,6 +313,22 @@ def test_t25_commit_and_join_validation(broker):
         m.close()
 
 
+def test_a_negative_rebalance_timeout_has_already_passed(broker):
+    """JoinGroup v1+ carries a rebalance timeout the client chooses; a negative one (Kafka's timer takes
+    it as already passed) must neither fail the join nor leave the group stuck in its rebalance."""
+    first, second = Member(broker, "hasty", "first"), Member(broker, "hasty", "second")
+    sent = [m.client.send(ApiKeys.JOIN_GROUP, 5, {"group_id": "hasty", "session_timeout_ms": 10_000,
+                                                  "rebalance_timeout_ms": -1, "member_id": "",
+                                                  "group_instance_id": None, "protocol_type": "consumer",
+                                                  "protocols": PROTOCOLS}) for m in (first, second)]
+    answers = [m.client.receive(ApiKeys.JOIN_GROUP, 5) for m in (first, second)]
+    assert [correlation_id for correlation_id, _ in answers] == sent
+    assert all(response.error_code == 0 for _, response in answers)
+    assert describe(first.client, "hasty")[0].group_state == "AwaitingSync"
+    for m in (first, second):
+        m.close()
+
+
 def test_version_0_commits_and_fetches_are_zookeeper_based_and_refused(broker):
     with BrokerClient(broker.bound_port()) as client:
         assert commit(client, "zk", {("orders", 0): 3, ("orders", 1): 4}, version=0) == {

@@ -135,13 +135,14 @@ def test_a_refused_update_metadata_leaves_the_controller_epoch(tmp_path):
     try:
         broker = cluster.servers[0]
         current = broker.replica_manager.controller_epoch
-        bad = {"controller_id": 0, "controller_epoch": current + 5, "ungrouped_partition_states": [],
-               "live_brokers": [{"id": 0, "rack": None,
-                                 "endpoints": [{"host": "h", "port": 1, "security_protocol": 77}]}]}
         good = {"controller_id": 0, "controller_epoch": current, "ungrouped_partition_states": [], "live_brokers": []}
         with CodecConnection(broker.bound_port()) as client:
-            assert client.call(ApiKeys.UPDATE_METADATA, 2, bad).error_code == Errors.INVALID_REQUEST.code
-            assert broker.replica_manager.controller_epoch == current
+            for protocol in (77, -1):                   # ids 0-3 only; -1 is no index from the end
+                bad = {"controller_id": 0, "controller_epoch": current + 5, "ungrouped_partition_states": [],
+                       "live_brokers": [{"id": 0, "rack": None,
+                                         "endpoints": [{"host": "h", "port": 1, "security_protocol": protocol}]}]}
+                assert client.call(ApiKeys.UPDATE_METADATA, 2, bad).error_code == Errors.INVALID_REQUEST.code
+                assert broker.replica_manager.controller_epoch == current
             assert client.call(ApiKeys.UPDATE_METADATA, 2, good).error_code == Errors.NONE.code
     finally:
         cluster.shutdown()

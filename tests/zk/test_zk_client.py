@@ -10,8 +10,8 @@ from kazoo.client import KazooClient
 
 from kafka_edu.server.zk.kazoo_backend import KazooZkClient
 from kafka_edu.server.zk.zk_client import (
-    BadArgumentsError, BadVersionError, ClientClosedError, EventType, NoChildrenForEphemeralsError,
-    NodeExistsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent, ZkError)
+    MAX_DATA_BYTES, BadArgumentsError, BadVersionError, ClientClosedError, DataTooLargeError, EventType,
+    NoChildrenForEphemeralsError, NodeExistsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent, ZkError)
 
 from _zktest_util import expire, wait_for
 
@@ -77,6 +77,20 @@ def test_data_must_be_bytes_or_str(zk_cluster):
     zk = zk_cluster.client()
     with pytest.raises(BadArgumentsError):
         zk.create("/n", 42)
+
+
+def test_data_over_jute_maxbuffer_is_refused_before_it_is_sent(zk_cluster):
+    """A real server drops the connection of a request over jute.maxbuffer; the client refuses the
+    datum instead, and the session goes on. A datum of exactly the limit is stored."""
+    zk = zk_cluster.client()
+    session = zk.session_id
+    with pytest.raises(DataTooLargeError, match="jute.maxbuffer"):
+        zk.create("/big", b"x" * (MAX_DATA_BYTES + 1))
+    zk.create("/big", b"")
+    with pytest.raises(DataTooLargeError):
+        zk.set("/big", "y" * (MAX_DATA_BYTES + 1))
+    zk.set("/big", b"z" * MAX_DATA_BYTES)
+    assert len(zk.get("/big")[0]) == MAX_DATA_BYTES and zk.session_id == session
 
 
 def test_ephemeral_is_owned_by_its_session_and_goes_on_close(zk_cluster):

@@ -574,6 +574,9 @@ def _live_broker(struct, version: int) -> Broker:
     versions a list of endpoints, each with a security protocol id."""
     if version == 0:
         return Broker(struct.id, (EndPoint("PLAINTEXT", struct.v0_host, struct.v0_port),))
+    if any(not 0 <= e.security_protocol < len(SECURITY_PROTOCOLS) for e in struct.endpoints):
+        raise ValueError(f"broker {struct.id} has an endpoint of an unknown security protocol id: "
+                         f"{sorted(e.security_protocol for e in struct.endpoints)}")
     end_points = tuple(EndPoint(SECURITY_PROTOCOLS[e.security_protocol], e.host, e.port) for e in struct.endpoints)
     return Broker(struct.id, end_points, struct.rack if version >= 2 else None)
 
@@ -614,7 +617,7 @@ class _InterBrokerApis:
             error = self.replica_manager.maybe_update_metadata_cache(
                 body.controller_id, body.controller_epoch,
                 lambda: self.metadata_cache.update_cache(body.controller_id, brokers, states))
-        except (IndexError, ValueError) as exc:
+        except ValueError as exc:
             log.error("malformed UpdateMetadata from controller %d: %s", body.controller_id, exc)
             error = Errors.INVALID_REQUEST
         self.send_response(request, header, {"error_code": error.code})

@@ -171,8 +171,9 @@ class GroupMetadata:
 
     @property
     def rebalance_timeout_ms(self) -> int:
-        """How long a rebalance waits for rejoins: the largest rebalance timeout of the members."""
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        """How long a rebalance waits for rejoins: the largest rebalance timeout of the members. A client
+        may send a negative one; Kafka's timer takes that as already passed, and so do we (0)."""
+        return max(0, max((m.rebalance_timeout_ms for m in self.members.values()), default=0))
 
     # --- states --------------------------------------------------------------------------------
     @property

@@ -9,7 +9,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.zk.zk_client import (
     BadArgumentsError, BadVersionError, ClientClosedError, EventType, NodeExistsError,
     NoChildrenForEphemeralsError, NoNodeError, NotEmptyError, SessionState, WatchedEvent, Watcher,
-    ZkClient, ZnodeStat, as_bytes, validate_path)
+    ZkClient, ZnodeStat, validate_path, znode_data)
 
 
 def parent_of(path: str) -> str:
@@ -287,7 +287,7 @@ class EmbeddedZkClient(ZkClient):
 
     def create(self, path, data=b"", ephemeral=False, sequential=False, makepath=False) -> str:
         self._check_open()
-        return self.server.create(self._session, path, as_bytes(data), ephemeral, sequential, makepath)
+        return self.server.create(self._session, path, znode_data(path, data), ephemeral, sequential, makepath)
 
     def get(self, path, watch=None):
         self._check_open()
@@ -295,7 +295,7 @@ class EmbeddedZkClient(ZkClient):
 
     def set(self, path, data, version=-1):
         self._check_open()
-        return self.server.set(self._session, path, as_bytes(data), version)
+        return self.server.set(self._session, path, znode_data(path, data), version)
 
     def delete(self, path, version=-1, recursive=False):
         self._check_open()

@@ -11,7 +11,7 @@ from kazoo.protocol.states import Callback, EventType as KazooEventType, KazooSt
 from kafka_edu.server.zk.zk_client import (
     BadArgumentsError, BadVersionError, ClientClosedError, ConnectionLossError, EventType,
     NoChildrenForEphemeralsError, NodeExistsError, NoNodeError, NotEmptyError, SessionExpiredError,
-    SessionState, WatchedEvent, Watcher, ZkClient, ZkError, ZnodeStat, as_bytes, validate_path)
+    SessionState, WatchedEvent, Watcher, ZkClient, ZkError, ZnodeStat, validate_path, znode_data)
 
 # Order matters: kazoo's ConnectionClosedError is a subclass of its SessionExpiredError.
 _ERRORS = [
@@ -99,7 +99,7 @@ class KazooZkClient(ZkClient):
         self._check_open()
         validate_path(path, sequential)
         with translated(path):
-            return self._kazoo.create(path, as_bytes(data), ephemeral=ephemeral, sequence=sequential,
+            return self._kazoo.create(path, znode_data(path, data), ephemeral=ephemeral, sequence=sequential,
                                       makepath=makepath)
 
     def get(self, path, watch=None):
@@ -111,7 +111,7 @@ class KazooZkClient(ZkClient):
     def set(self, path, data, version=-1):
         self._check_open()
         with translated(validate_path(path)):
-            return to_stat(self._kazoo.set(path, as_bytes(data), version))
+            return to_stat(self._kazoo.set(path, znode_data(path, data), version))
 
     def delete(self, path, version=-1, recursive=False):
         self._check_open()

@@ -40,6 +40,10 @@ class BadArgumentsError(ZkError, ValueError):
     """A malformed path or an impossible combination of arguments."""
 
 
+class DataTooLargeError(BadArgumentsError):
+    """More data than one znode may hold (ZooKeeper's `jute.maxbuffer`)."""
+
+
 class ConnectionLossError(ZkError):
     """The request's fate is unknown: the connection dropped before the answer arrived."""
 
@@ -118,13 +122,23 @@ def validate_path(path: str, sequential: bool = False) -> str:
     return path
 
 
-def as_bytes(data: "bytes | str") -> bytes:
-    """Znode data is bytes; Kafka stores UTF-8 JSON strings (its ZKStringSerializer)."""
+JUTE_MAX_BUFFER = 0xFFFFF               # ZooKeeper's default: the longest request a server reads
+MAX_DATA_BYTES = JUTE_MAX_BUFFER - 1024  # a znode's data, leaving room for the request's path, ACL and header
+
+
+def znode_data(path: str, data: "bytes | str") -> bytes:
+    """Znode data is bytes; Kafka stores UTF-8 JSON strings (its ZKStringSerializer). A server drops
+    the connection of a request over `jute.maxbuffer`, so a larger datum is refused here first."""
     if isinstance(data, str):
-        return data.encode("utf-8")
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    raise BadArgumentsError(f"Znode data must be bytes or str, not {type(data).__name__}")
+        data = data.encode("utf-8")
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+    else:
+        raise BadArgumentsError(f"Znode data must be bytes or str, not {type(data).__name__}")
+    if len(data) > MAX_DATA_BYTES:
+        raise DataTooLargeError(f"{len(data)} bytes for {path} exceed the {MAX_DATA_BYTES} a znode can hold "
+                                f"(ZooKeeper's jute.maxbuffer: {JUTE_MAX_BUFFER} bytes a request)")
+    return data
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb 927f2ad3

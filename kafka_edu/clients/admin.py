@@ -418,7 +418,11 @@ class _OffsetsAndGroups:
             error = Errors.for_code(response.error_code)
             if error is not Errors.NONE:
                 raise KafkaError(error, response.get("error_message") or f"finding the coordinator of {group_id!r}")
-            return Node(response.node_id, response.host, response.port)
+            named = Node(response.node_id, response.host, response.port)
+            if not named.connectable:        # retriable: a later answer may name a broker we can reach
+                raise KafkaError(Errors.COORDINATOR_NOT_AVAILABLE, f"the coordinator of {group_id!r} was named "
+                                 f"as {named}, which cannot be connected to")
+            return named
         return self._retrying(attempt)
 
     def _coordinated(self, group_id: str, attempt: Callable[[Node, int], object]):

@@ -15,9 +15,13 @@ NEVER = -(2**62)          # "no refresh yet": long enough ago for any clock, rea
 
 
 def cluster_from_metadata_response(response: Mapping) -> tuple[Cluster, dict[str, Errors]]:
-    """The Cluster a MetadataResponse describes, and the topics it reported errors for."""
-    brokers = {b["node_id"]: Node(b["node_id"], b["host"], b["port"], b.get("rack"))
-               for b in response["brokers"]}
+    """The Cluster a MetadataResponse describes, and the topics it reported errors for. A broker listed
+    with an address no connection can reach (no host, a port out of range) is taken as down."""
+    listed = [Node(b["node_id"], b["host"], b["port"], b.get("rack")) for b in response["brokers"]]
+    if any(not node.connectable for node in listed):
+        log.warning("metadata lists brokers that cannot be connected to, taken as down: %s",
+                    ", ".join(str(node) for node in listed if not node.connectable))
+    brokers = {node.id: node for node in listed if node.connectable}
 
     def nodes(ids) -> tuple[Node, ...]:         # a broker that is down: a placeholder with no address
         return tuple(brokers.get(i) or Node(i, "", -1) for i in ids)

@@ -189,7 +189,7 @@ class NetworkClient:
     # --- may I send? -------------------------------------------------------------------------
     def ready(self, node: Node, now: int) -> bool:
         """True if `node` can take a request now; otherwise start connecting to it when allowed."""
-        if not node.host or node.port < 0:
+        if not node.connectable:
             raise ValueError(f"cannot connect to node {node}")
         if self.is_ready(node.id_string, now):
             return True

@@ -18,6 +18,11 @@ class Node(NamedTuple):
         """The connection id KSelector and the NetworkClient use for this node."""
         return str(self.id)
 
+    @property
+    def connectable(self) -> bool:
+        """An address a connection can be opened to: a host, and a port in TCP's range."""
+        return bool(self.host) and 0 < self.port < 65536
+
     def __str__(self):
         return f"{self.host}:{self.port} (id: {self.id} rack: {self.rack})"
 

@@ -383,6 +383,46 @@ def test_replicas_on_brokers_that_are_down_stay_as_placeholders():
         broker.close()
 
 
+def test_a_coordinator_named_without_a_usable_address_is_asked_for_again():
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})
+    answers = iter([("", 9092), ("localhost", -1)])
+
+    def find(header, body):
+        host, port = next(answers, broker.address)
+        return {"error_code": 0, "node_id": 0, "host": host, "port": port}
+    broker.handlers[ApiKeys.FIND_COORDINATOR] = find
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
+            assert admin.find_coordinator("g") == broker.node
+        assert [api for api, _ in broker.apis_seen()].count("FIND_COORDINATOR") == 3
+    finally:
+        broker.close()
+
+
+def test_metadata_takes_a_broker_it_cannot_connect_to_as_down(caplog):
+    broker = ScriptedBroker(node_id=0)
+    good = metadata_answer([broker], {"t": 1})
+
+    def answer(header, body):
+        response = good(header, body)
+        response["brokers"] += [{"node_id": 8, "host": "", "port": 9092},
+                                {"node_id": 9, "host": "localhost", "port": 70_000}]
+        for topic in response["topics"]:
+            topic["partitions"].append({"error_code": 0, "partition_index": 1, "leader_id": 9,
+                                        "replica_nodes": [9, 8], "isr_nodes": [9]})
+        return response
+    broker.handlers[ApiKeys.METADATA] = answer
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
+            cluster = admin.describe_cluster(["t"])
+        assert [n.id for n in cluster.nodes] == [0]
+        assert cluster.leader_for(TopicPartition("t", 1)) is None        # its leader is taken as down
+        assert "cannot be connected to, taken as down" in caplog.text
+    finally:
+        broker.close()
+
+
 def test_retriable_coordinator_errors_refind_the_coordinator():
     broker = ScriptedBroker(node_id=0)
     broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})

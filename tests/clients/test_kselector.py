@@ -221,6 +221,18 @@ def test_refused_connect_is_reported():
         selector.close()
 
 
+def test_a_host_name_idna_cannot_encode_does_not_resolve():
+    """A broker's metadata may carry any string as a host: one IDNA cannot encode fails like a name that
+    does not resolve (an OSError the NetworkClient handles), not with a UnicodeError."""
+    selector = KSelector()
+    try:
+        with pytest.raises(socket.gaierror, match="is not a host name"):
+            selector.connect("1", ("bad\x8bhost", 9092))
+        assert selector.channels == {}
+    finally:
+        selector.close()
+
+
 def test_oversized_frame_closes_the_connection(server):
     selector = KSelector(max_receive_size=16)
     try:

@@ -141,6 +141,26 @@ def test_join_retries_through_errors_and_assigns(scripted):
     c.client.close()
 
 
+def test_a_coordinator_named_without_a_usable_address_is_looked_up_again(scripted, caplog):
+    """A broker that names the coordinator with no host (or a port TCP has not) gave a broken answer:
+    the lookup fails as COORDINATOR_NOT_AVAILABLE and is asked again, instead of an error escaping
+    the response's callback and leaving the lookup pending for ever."""
+    install(scripted)
+    good = scripted.handlers[ApiKeys.FIND_COORDINATOR]
+    answers = iter([("", 9092), ("localhost", 0), ("localhost", 70_000)])
+
+    def find(header, body):
+        host, port = next(answers, (None, None))
+        return good(header, body) if host is None else {"error_code": 0, "node_id": 5, "host": host, "port": port}
+    scripted.handlers[ApiKeys.FIND_COORDINATOR] = find
+    c = coordinator_for(scripted.address)
+    c.ensure_partition_assignment()
+    assert c.coordinator.id == 2**31 - 1 - scripted.node_id and c.generation == 1
+    assert sum(1 for api, _, _ in scripted.requests if api is ApiKeys.FIND_COORDINATOR) == 4
+    assert not [r for r in caplog.records if "uncaught" in r.getMessage()]
+    c.client.close()
+
+
 def test_the_next_rebalance_commits_and_revokes_after_the_listener_raised(scripted):
     """The member is in the new generation before its listener runs; an exception there (a wake-up,
     which Kafka lets through) must not skip the commit and revocation that come before the next join."""

@@ -115,6 +115,30 @@ def test_an_error_reaches_every_callback(cluster_with):
     assert seen == [(None, Errors.CORRUPT_MESSAGE)] * 3
 
 
+def test_a_partition_the_answer_leaves_out_fails_and_a_stray_one_is_ignored(cluster_with, caplog):
+    """The answer is read for the batches sent: partition 1, left out, fails at once (nobody can tell
+    whether it was written) instead of waiting for ever; the stray partition is only logged."""
+    script = ProduceScript()
+
+    def partial(header, body):
+        answer = script(header, body)
+        topic = answer["responses"][0]
+        topic["partition_responses"] = [p for p in topic["partition_responses"] if p["index"] == 0]
+        answer["responses"].append({"name": "ghost", "partition_responses": [dict(
+            topic["partition_responses"][0], index=7)]})
+        return answer
+    broker = cluster_with(partial)
+    with producer_for(broker, **{"linger.ms": 60_000}) as producer:
+        kept, lost = producer.send("t", b"a", partition=0), producer.send("t", b"b", partition=1)
+        producer.flush()
+        assert kept.get(10).offset == 0
+        with pytest.raises(KafkaError) as failed:
+            lost.get(10)
+        assert failed.value.error is Errors.UNKNOWN_SERVER_ERROR
+    assert "answers for partitions it was not sent: [TopicPartition(topic='ghost', partition=7)]" in caplog.text
+    assert "uncaught" not in caplog.text
+
+
 def test_acks_zero_expects_no_response_and_offsets_are_unknown(cluster_with):
     script = ProduceScript()
     broker = cluster_with(script)

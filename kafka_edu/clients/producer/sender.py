@@ -149,6 +149,9 @@ Sender._fail_unsendable = _fail_unsendable
 
 
 # %% book/ch2_producer/0406_sender.ipynb 5a9b2017
+MISSING_ANSWER = {"error_code": Errors.UNKNOWN_SERVER_ERROR.code, "base_offset": -1}   # what a broker left out
+
+
 def _handle_produce_response(self: Sender, response: ClientResponse,
                              batches: dict[TopicPartition, ProducerBatch]) -> None:
     now, correlation_id = response.received_ms, response.request.correlation_id
@@ -159,11 +162,15 @@ def _handle_produce_response(self: Sender, response: ClientResponse,
         for batch in batches.values():
             self._complete_batch(batch, Errors.NETWORK_EXCEPTION, -1, NO_TIMESTAMP, correlation_id, now)
     elif response.body is not None:
-        for topic in response.body["responses"]:
-            for part in topic["partition_responses"]:
-                batch = batches[TopicPartition(topic["name"], part["index"])]
-                self._complete_batch(batch, Errors.for_code(part["error_code"]), part["base_offset"],
-                                     part.get("log_append_time_ms", NO_TIMESTAMP), correlation_id, now)
+        answers = {TopicPartition(topic["name"], part["index"]): part
+                   for topic in response.body["responses"] for part in topic["partition_responses"]}
+        if answers.keys() - batches.keys():
+            log.warning("produce response %s from node %s answers for partitions it was not sent: %s",
+                        correlation_id, response.destination, sorted(answers.keys() - batches.keys()))
+        for tp, batch in batches.items():
+            part = answers.get(tp, MISSING_ANSWER)
+            self._complete_batch(batch, Errors.for_code(part["error_code"]), part["base_offset"],
+                                 part.get("log_append_time_ms", NO_TIMESTAMP), correlation_id, now)
     else:                                        # acks=0: written is all we will ever know
         for batch in batches.values():
             self._complete_batch(batch, Errors.NONE, -1, NO_TIMESTAMP, correlation_id, now)

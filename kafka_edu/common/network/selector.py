@@ -28,7 +28,10 @@ def start_connect(address: tuple[str, int], send_buffer_size: int = DEFAULT_BUFF
                   receive_buffer_size: int = DEFAULT_BUFFER_SIZE) -> tuple[socket.socket, bool]:
     """A non-blocking socket with a connect under way; True when the connect already finished."""
     host, port = address
-    family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except UnicodeError as exc:             # a name IDNA cannot encode: like any host that does not resolve
+        raise socket.gaierror(socket.EAI_NONAME, f"{host!r} is not a host name: {exc}") from None
     sock = socket.socket(family, kind, proto)
     try:
         sock.setblocking(False)

@@ -85,6 +85,7 @@ class SequenceRecorder:
         self._patches.restore()
 
 
+# %% book/ch2_producer/0101_producer_example.ipynb c14a251h
 def _label(text: str) -> str:
     """dot reads `<` and `&` as markup and a backslash as an escape: a step's text is shown as it is."""
     return html.escape(text).replace("\\", "\\\\")

@@ -15,6 +15,7 @@ import threading
 import pytest
 from _broker_client import BrokerClient, records, start_broker
 from hypothesis import given, settings
+from logged_errors import LoggedErrors
 from hypothesis import strategies as st
 from protocol_strategies import PRIMITIVES, strategy
 
@@ -31,15 +32,6 @@ PRIMITIVES_HERE = {**PRIMITIVES, **NAMES, T.NULLABLE_STRING: st.none() | NAMES[T
                    T.RECORDS: st.none() | st.just(records(b"fuzz")) | PRIMITIVES[T.RECORDS]}
 
 
-class _Failures(logging.Handler):
-    """Every error the broker logs: an exception a handler did not turn into an error code."""
-
-    def __init__(self):
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +40,7 @@ def broker(tmp_path_factory):
     with BrokerClient(server.bound_port()) as client:
         client.create_topic("fuzzed")
         client.create_topic("health")
-    failures = _Failures()
+    failures = LoggedErrors()
     logging.getLogger("kafka_edu").addHandler(failures)
     threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("kafka-"))
     yield server, failures, threads

@@ -8,6 +8,7 @@ import logging
 import time
 
 from hypothesis import given, settings
+from logged_errors import LoggedErrors
 from hypothesis import strategies as st
 from protocol_strategies import strategy
 from scripted_broker import scripted_cluster
@@ -20,13 +21,6 @@ from kafka_edu.common.protocol.errors import KafkaError
 PRODUCE = ApiKeys.PRODUCE
 
 
-class _Failures(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 @settings(max_examples=3, deadline=None, database=None, derandomize=True)
@@ -37,7 +31,7 @@ def test_every_send_ends_whatever_the_broker_answers(data):
     turn = itertools.count()
     broker, = scripted_cluster(1, {"t": 2}, {PRODUCE: lambda header, body: answers[header.api_version][
         next(turn) % 8]})
-    failures = _Failures()
+    failures = LoggedErrors()
     logging.getLogger("kafka_edu").addHandler(failures)
     host, port = broker.address
     try:

@@ -124,13 +124,13 @@ class _CoordinatorLookup:
         if error is not Errors.NONE:
             future.raise_error(error)
             return
-        named = Node(2**31 - 1 - response["node_id"], response["host"], response["port"])
-        if not named.connectable:          # a broken answer: as if no coordinator were available yet
-            log.warning("group %s: the coordinator named, %s, cannot be connected to", self.group_id, named)
-            future.raise_error(Errors.COORDINATOR_NOT_AVAILABLE)
-            return
         if self.coordinator is None:       # requests are not deduplicated: the first answer wins
             # A second connection to the same broker: group traffic never queues behind fetches.
+            named = Node(2**31 - 1 - response["node_id"], response["host"], response["port"])
+            if not named.connectable:      # a broken answer: as if no coordinator were available yet
+                log.warning("group %s: the coordinator named, %s, cannot be connected to", self.group_id, named)
+                future.raise_error(Errors.COORDINATOR_NOT_AVAILABLE)
+                return
             self.coordinator = named
             self._event("FindCoordinator", f"broker {response['node_id']}")
             self.client.try_connect(self.coordinator)

@@ -1,0 +1,14 @@
+"""A logging handler that keeps every error kafka_edu logs: the tests that feed nonsense to a broker or
+a client assert that nothing failed inside it (a failure turned into an error code is not logged)."""
+from __future__ import annotations
+
+import logging
+
+
+class LoggedErrors(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())

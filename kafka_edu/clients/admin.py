@@ -151,6 +151,15 @@ def _decoded(decode: Callable[[bytes], object], data: bytes):
         return None
 
 
+def _answered(results: list, asked: int, what: str) -> list:
+    """The results of a batched answer, one per item asked; like Kafka's clients, any other count is
+    taken as the broker's error (UNKNOWN_SERVER_ERROR), not matched up by position."""
+    if len(results) != asked:
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"{what}: the broker answered {len(results)} results "
+                                                      f"for {asked} asked")
+    return results
+
+
 ADMIN_SECURITY_CONFIG = define_security_keys(ConfigDef())
 
 
@@ -446,7 +455,7 @@ class _OffsetsAndGroups:
         """State, protocol and members (with decoded subscriptions and assignments) of one group."""
         def attempt(coordinator: Node, deadline: int) -> GroupDescription:
             response = self._send(coordinator, ApiKeys.DESCRIBE_GROUPS, {"groups": [group_id]}, deadline)
-            (group,) = response.groups
+            (group,) = _answered(response.groups, 1, "DescribeGroups")
             error = Errors.for_code(group.error_code)
             if error is not Errors.NONE:
                 raise KafkaError(error, f"describing group {group_id!r}")
@@ -525,7 +534,7 @@ class _GroupOffsets:
         for group_id in dict.fromkeys(group_ids):
             def attempt(coordinator: Node, deadline: int, group_id=group_id) -> KafkaError | None:
                 response = self._send(coordinator, ApiKeys.DELETE_GROUPS, {"groups_names": [group_id]}, deadline)
-                (result,) = response.results
+                (result,) = _answered(response.results, 1, "DeleteGroups")
                 error = Errors.for_code(result.error_code)
                 if error is Errors.NONE:
                     return None
@@ -562,8 +571,12 @@ class AclBindingFilter:
 
 
 def _binding(s: Struct, resource_type: int, name: str) -> tuple[Resource, Acl]:
-    return (Resource(ResourceType.from_code(resource_type), name),
-            Acl(s.principal, PermissionType.from_code(s.permission_type), s.host, Operation.from_code(s.operation)))
+    """An ACL as the broker described it; one this client cannot read is the broker's error."""
+    try:
+        return (Resource(ResourceType.from_code(resource_type), name),
+                Acl(s.principal, PermissionType.from_code(s.permission_type), s.host, Operation.from_code(s.operation)))
+    except ValueError as exc:
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"the broker described an ACL this client cannot read: {exc}") from exc
 
 
 class _AclAdmin:
@@ -577,7 +590,8 @@ class _AclAdmin:
                               for r, a in bindings]}
 
         def attempt(deadline: int) -> dict:
-            results = self._send_any(ApiKeys.CREATE_ACLS, body, deadline).results
+            results = _answered(self._send_any(ApiKeys.CREATE_ACLS, body, deadline).results, len(bindings),
+                                "CreateAcls")
             return {b: _error_or_none(r.error_code, r.error_message) for b, r in zip(bindings, results, strict=True)}
         return self._retrying(attempt) if bindings else {}
 
@@ -593,7 +607,7 @@ class _AclAdmin:
 
         def attempt(deadline: int) -> list:
             answer = self._send_any(ApiKeys.DELETE_ACLS, {"filters": [f.to_body() for f in filters]}, deadline)
-            for result in answer.filter_results:
+            for result in _answered(answer.filter_results, len(filters), "DeleteAcls"):
                 _raise_for(result.error_code, result.error_message)
             return [[_binding(m, m.resource_type, m.resource_name) for m in result.matching_acls]
                     for result in answer.filter_results]

@@ -15,6 +15,7 @@ from kafka_edu.common.metrics.metrics import Metrics
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocol
 from kafka_edu.common.protocol.errors import Errors, KafkaError
+from kafka_edu.common.protocol.types import ProtocolError
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,11 @@ class _ConsumerMembership:
         self.subscriptions.need_reassignment()
 
     def perform_assignment(self, leader_id: str, protocol: str, members: dict[str, bytes]) -> dict[str, bytes]:
-        assignor = next((a for a in self.assignors if a.name == protocol), None)
-        if assignor is None:
-            raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"coordinator chose unknown assignor {protocol}")
-        subscriptions = {m: ConsumerProtocol.deserialize_subscription(data) for m, data in members.items()}
+        assignor = self._chosen_assignor(protocol)
+        try:
+            subscriptions = {m: ConsumerProtocol.deserialize_subscription(data) for m, data in members.items()}
+        except ProtocolError as e:
+            raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"a member's subscription is unreadable: {e}") from e
         self.subscriptions.group_subscribe(t for s in subscriptions.values() for t in s.topics)
         self.metadata.set_topics(self.subscriptions.group_subscription)
         self.ensure_fresh_metadata()
@@ -102,12 +104,24 @@ class _ConsumerMembership:
             f"{m} <- {', '.join(map(str, a.partitions)) or 'nothing'}" for m, a in sorted(assignment.items())))
         return {m: ConsumerProtocol.serialize_assignment(a) for m, a in assignment.items()}
 
+    def _chosen_assignor(self, protocol: str) -> PartitionAssignor:
+        """The assignor the coordinator chose; one this member never offered is the coordinator's error."""
+        assignor = next((a for a in self.assignors if a.name == protocol), None)
+        if assignor is None:
+            raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"coordinator chose unknown assignor {protocol!r}")
+        return assignor
+
     def on_join_complete(self, generation: int, member_id: str, protocol: str, assignment: bytes) -> None:
         if self.assignment_snapshot is not None and self.assignment_snapshot != self.metadata_snapshot:
             self.subscriptions.need_reassignment()          # metadata moved while we assigned: again
             return
-        assignor = next(a for a in self.assignors if a.name == protocol)
-        decoded = ConsumerProtocol.deserialize_assignment(assignment)
+        self.rejoin_needed = True               # until the assignment is known to be usable
+        assignor = self._chosen_assignor(protocol)
+        try:
+            decoded = ConsumerProtocol.deserialize_assignment(assignment)
+        except ProtocolError as e:
+            raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"the assignment is unreadable: {e}") from e
+        self.rejoin_needed = False
         self.subscriptions.need_refresh_commits()
         self.subscriptions.assign_from_subscribed(decoded.partitions)
         self.subscriptions.reset_group_subscription()

@@ -11,7 +11,7 @@ from kafka_edu.server.purgatory.delayed_operation import DelayedOperationPurgato
 
 def waiting_fetches(purgatory: DelayedOperationPurgatory, key) -> list[DelayedFetch]:
     """The DelayedFetch operations listed under `key` that have not completed (a snapshot)."""
-    return [op for watchers in purgatory._all_watchers() if watchers.key == key
+    return [op for watchers in purgatory.all_watchers() if watchers.key == key
             for op in list(watchers._operations) if isinstance(op, DelayedFetch) and not op.is_completed]
 
 

@@ -14,7 +14,7 @@ def purgatory_figure(purgatory: DelayedOperationPurgatory, name_of=lambda op: ty
     dot = graphviz.Digraph("purgatory", graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.25"},
                            node_attr={"fontname": "Helvetica", "fontsize": "10", "shape": "box", "style": "rounded"},
                            edge_attr={"arrowsize": "0.6", "fontname": "Helvetica", "fontsize": "9"})
-    watchers = sorted(purgatory._all_watchers(), key=lambda w: str(w.key))
+    watchers = sorted(purgatory.all_watchers(), key=lambda w: str(w.key))
     dot.node("purgatory", f"DelayedOperationPurgatory {html.escape(purgatory.purgatory_name)}\\n"
                           f"watched entries {purgatory.watched()}, estimated total "
                           f"{purgatory.estimated_total_operations}\\npurge when estimate - delayed > "

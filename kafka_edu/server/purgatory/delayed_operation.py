@@ -178,7 +178,7 @@ class DelayedOperationPurgatory:
 
     def watched(self) -> int:
         """Entries in all watch lists (an operation on k keys counts k times)."""
-        return sum(w.watched() for w in self._all_watchers())
+        return sum(w.watched() for w in self.all_watchers())
 
     def delayed(self) -> int:
         """Operations still waiting in the timer."""
@@ -190,7 +190,7 @@ class DelayedOperationPurgatory:
 
     def watch_counts(self) -> dict[Hashable, int]:
         """Key -> number of operations listed under it (a snapshot, for figures and tests)."""
-        return {w.key: w.watched() for w in self._all_watchers()}
+        return {w.key: w.watched() for w in self.all_watchers()}
 
     def _watch_for_operation(self, key: Hashable, operation: DelayedOperation) -> None:
         with self._watchers_lock:
@@ -204,7 +204,8 @@ class DelayedOperationPurgatory:
             if self._watchers_for_key.get(key) is watchers and watchers.watched() == 0:
                 del self._watchers_for_key[key]
 
-    def _all_watchers(self) -> list[Watchers]:
+    def all_watchers(self) -> list[Watchers]:
+        """A snapshot of every key's watcher list: for the purge, the gauges and the figures."""
         with self._watchers_lock:
             return list(self._watchers_for_key.values())
 
@@ -219,7 +220,7 @@ def advance_clock(self, timeout_ms: int) -> int:
         if purge:
             self._estimated_total_operations = delayed
     if purge:
-        purged = sum(w.purge_completed() for w in self._all_watchers())
+        purged = sum(w.purge_completed() for w in self.all_watchers())
     self.timeout_timer.advance_clock(timeout_ms)
     return purged
 

@@ -421,7 +421,10 @@ class _FollowerIO:
         if records:
             replica.log.append(records, assign_offsets=False)
             self._record_epochs_of(replica, records)
-        replica.high_watermark_metadata = LogOffsetMetadata(min(replica.log_end_offset, leader_high_watermark))
+        # Beyond 0.10 (as later Kafka's Log.updateHighWatermark): the leader's HW, held inside our log;
+        # 0.10 took any value below the LEO, and a negative one left the follower unable to truncate to it
+        hw = max(replica.log.log_start_offset, min(replica.log_end_offset, leader_high_watermark))
+        replica.high_watermark_metadata = LogOffsetMetadata(hw)
         return replica.log_end_offset
 
     def truncate_to(self, offset: int) -> None:

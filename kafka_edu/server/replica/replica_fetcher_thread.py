@@ -120,9 +120,12 @@ class _ReplicaFetcherCore:
             raise
         if not self.fetch_session.handle_response(response):
             error = Errors.for_code(response.get("error_code", 0) or 0)
-            if error not in (Errors.NONE, *SESSION_ERRORS):
-                raise error.exception(f"fetch from broker {self.source_broker.id}")
-            return {}                                 # the next request is full: nothing to back off from
+            if error in SESSION_ERRORS:
+                return {}                             # the next request is full: nothing to back off from
+            if error is Errors.NONE:                  # no leader answers so: back off rather than spin
+                raise Errors.UNKNOWN_SERVER_ERROR.exception(
+                    f"broker {self.source_broker.id} answered a fetch that does not fit its fetch session")
+            raise error.exception(f"fetch from broker {self.source_broker.id}")
         return {(t.topic, p.partition_index): PartitionData(Errors.for_code(p.error_code), p.high_watermark,
                                                             p.get("log_start_offset", -1),
                                                             b"" if p.records is None else p.records)

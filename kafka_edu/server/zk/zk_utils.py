@@ -2,7 +2,9 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0600_zookeeper.ipynb 125be1e3
 import json
+import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -11,6 +13,7 @@ from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZnodeStat
 
+log = logging.getLogger(__name__)
 _MASK = 0xFFFFFFFF
 
 
@@ -115,6 +118,19 @@ def decode_json(data: "bytes | str | None") -> Any:
     if data is None or len(data) == 0:
         return None
     return json.loads(data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data)
+
+
+class ZnodeDataError(ValueError):
+    """A znode whose data is not in the format its path calls for (Beyond 0.10: 0.10 let the parser's
+    own exception escape, wherever the read happened)."""
+
+
+def read_znode(path: str, data: "bytes | str", parse: Callable[["bytes | str"], Any]) -> Any:
+    """`parse(data)`, any failure of it reported as a ZnodeDataError naming the path and the data."""
+    try:
+        return parse(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ZnodeDataError(f"{path}: cannot read {str(data)[:100]}: {exc!r}") from exc
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb d504d4d9
@@ -373,8 +389,16 @@ def get_all_broker_ids(self) -> list[int]:
     return sorted(int(b) for b in self.get_children_parent_may_not_exist(BROKER_IDS_PATH))
 
 def get_broker_info(self, broker_id: int) -> BrokerInfo | None:
+    """None for no registration, and (Beyond 0.10, where every caller failed, topic creation among them)
+    for one that cannot be read: that is no broker anyone can reach."""
     data, _ = self.read_data_maybe_null(broker_path(broker_id))
-    return BrokerInfo.from_json(broker_id, data) if data is not None else None
+    if data is None:
+        return None
+    try:
+        return read_znode(broker_path(broker_id), data, lambda d: BrokerInfo.from_json(broker_id, d))
+    except ZnodeDataError as exc:
+        log.warning("ignoring a broker registration: %s", exc)
+        return None
 
 def get_all_brokers_in_cluster(self) -> list[BrokerInfo]:
     found = (self.get_broker_info(b) for b in self.get_all_broker_ids())
@@ -421,10 +445,18 @@ def get_partition_assignment_for_topics(self, topics: Iterable[str]) -> dict[str
     """topic -> partition -> replicas; a topic without a znode maps to {}."""
     result = {}
     for topic in topics:
-        m = decode_json(self.read_data_maybe_null(topic_path(topic))[0]) or {}
-        result[topic] = {int(p): list(r) for p, r in sorted(m.get("partitions", {}).items(),
-                                                            key=lambda e: int(e[0]))}
+        data = self.read_data_maybe_null(topic_path(topic))[0]
+        try:
+            result[topic] = read_znode(topic_path(topic), data, _parse_partition_assignment)
+        except ZnodeDataError as exc:        # Beyond 0.10: a topic nobody can read has no usable partitions
+            log.error("topic %s: %s", topic, exc)
+            result[topic] = {}
     return result
+
+
+def _parse_partition_assignment(data: "bytes | str | None") -> dict[int, list[int]]:
+    m = decode_json(data) or {}
+    return {int(p): [int(b) for b in r] for p, r in sorted(m.get("partitions", {}).items(), key=lambda e: int(e[0]))}
 
 def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
     return {TopicPartition(t, p): r
@@ -436,12 +468,20 @@ def get_all_partitions(self) -> set[TopicPartition]:
 
 def get_leader_and_isr(self, topic: str, partition: int) -> LeaderIsrAndControllerEpoch | None:
     """The partition state znode with its version as zk_version: the token for the next update."""
-    data, stat = self.read_data_maybe_null(topic_partition_leader_and_isr_path(topic, partition))
-    m = decode_json(data)
-    if m is None:
+    path = topic_partition_leader_and_isr_path(topic, partition)
+    data, stat = self.read_data_maybe_null(path)
+    if not data:
         return None
-    lai = LeaderAndIsr(m["leader"], m["leader_epoch"], tuple(m["isr"]), stat.version)
-    return LeaderIsrAndControllerEpoch(lai, m["controller_epoch"])
+
+    def parse(d) -> LeaderIsrAndControllerEpoch:
+        m = decode_json(d)
+        lai = LeaderAndIsr(int(m["leader"]), int(m["leader_epoch"]), tuple(int(b) for b in m["isr"]), stat.version)
+        return LeaderIsrAndControllerEpoch(lai, int(m["controller_epoch"]))
+    try:
+        return read_znode(path, data, parse)
+    except ZnodeDataError as exc:            # Beyond 0.10: read as no state, and said; nothing is decided on it
+        log.error("partition %s-%d: %s", topic, partition, exc)
+        return None
 
 def create_leader_and_isr(self, topic: str, partition: int, leader_and_isr: LeaderAndIsr,
                           controller_epoch: int) -> None:
@@ -495,7 +535,7 @@ def get_topics_marked_for_deletion(self) -> list[str]:
 
 def get_partitions_being_reassigned(self) -> dict[TopicPartition, list[int]]:
     data, _ = self.read_data_maybe_null(REASSIGN_PARTITIONS_PATH)
-    return parse_reassignment_json(data) if data is not None else {}
+    return read_znode(REASSIGN_PARTITIONS_PATH, data, parse_reassignment_json) if data is not None else {}
 
 def update_partition_reassignment_data(self, reassignment: Mapping[tuple[str, int], Iterable[int]]) -> None:
     """Rewrite the pending reassignments; the znode goes away when none are left."""
@@ -513,7 +553,7 @@ def write_preferred_replica_election(self, partitions: Iterable[TopicPartition])
 
 def get_partitions_undergoing_preferred_replica_election(self) -> list[TopicPartition]:
     data, _ = self.read_data_maybe_null(PREFERRED_REPLICA_ELECTION_PATH)
-    return parse_partitions_json(data) if data is not None else []
+    return read_znode(PREFERRED_REPLICA_ELECTION_PATH, data, parse_partitions_json) if data is not None else []
 
 def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
     """A partition leader tells the controller which ISRs it changed: one sequential znode."""

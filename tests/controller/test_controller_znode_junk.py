@@ -1,0 +1,94 @@
+"""Data in ZooKeeper that no Kafka tool wrote: a reassignment or preferred-election request that is
+not JSON or not in its format, an ISR change notification likewise, a broker registration, a topic
+assignment or a partition state that cannot be read. Each is reported naming its path; an admin
+request or notification is deleted (so the path takes the next request); the controller neither fails
+nor changes hands over it; topics are still created, led, reassigned and re-elected."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+from _controller_cluster import Cluster
+from external import wait_for
+
+from kafka_edu.server.zk.zk_utils import (ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH,
+                                          REASSIGN_PARTITIONS_PATH, topic_partition_leader_and_isr_path)
+
+JUNK = [b"{", b"[]", b"\xff\xfe", b'{"version":1,"partitions":"x"}', b'{"version":1,"partitions":[{"topic":5}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":-1}]}']
+
+
+class Failures(logging.Handler):
+    """Errors logged with a traceback attached: a failure nothing named (a failed watch, a resignation)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.seen.append(record.getMessage())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    cluster = Cluster(tmp_path, size=3)
+    failures = Failures()
+    logging.getLogger("kafka_edu").addHandler(failures)
+    cluster.failures = failures
+    yield cluster
+    logging.getLogger("kafka_edu").removeHandler(failures)
+    cluster.shutdown()
+
+
+def led(cluster, topic: str, partitions: int) -> bool:
+    return all(cluster.zk_utils.get_leader_and_isr(topic, p) is not None for p in range(partitions))
+
+
+def still_works(cluster, controller_id: int, topic: str) -> None:
+    zk = cluster.zk_utils
+    zk.create_topic_assignment(topic, {0: [0, 1], 1: [1, 2]})
+    wait_for(lambda: led(cluster, topic, 2), timeout=20, what=f"{topic} led")
+    assert zk.get_controller_id() == controller_id, "the controller changed hands"
+    assert cluster.failures.seen == []
+
+
+def test_unreadable_admin_requests_are_deleted_and_the_next_one_is_carried_out(cluster):
+    zk = cluster.zk_utils
+    cluster.controller()
+    controller_id = zk.get_controller_id()
+    zk.create_topic_assignment("t", {0: [1, 2]})
+    wait_for(lambda: led(cluster, "t", 1), what="t led")
+    for path in (REASSIGN_PARTITIONS_PATH, PREFERRED_REPLICA_ELECTION_PATH):
+        for junk in JUNK:
+            zk.zk.create(path, junk, makepath=True)
+            wait_for(lambda path=path: zk.zk.exists(path) is None, what=f"{path} holding {junk!r} deleted")
+    zk.update_partition_reassignment_data({("t", 0): [0, 2]})
+    wait_for(lambda: zk.get_partition_assignment_for_topics(["t"])["t"][0] == [0, 2]
+             and zk.zk.exists(REASSIGN_PARTITIONS_PATH) is None, timeout=20, what="a readable reassignment done")
+    for junk in JUNK:
+        zk.zk.create(f"{ISR_CHANGE_NOTIFICATION_PATH}/isr_change_", junk, sequential=True, makepath=True)
+    wait_for(lambda: zk.zk.get_children(ISR_CHANGE_NOTIFICATION_PATH) == [], what="the notifications consumed")
+    still_works(cluster, controller_id, "after")
+
+
+def test_an_unreadable_registration_assignment_or_state_is_no_reason_to_fail(cluster):
+    zk = cluster.zk_utils
+    cluster.controller()
+    controller_id = zk.get_controller_id()
+    zk.create_topic_assignment("t", {0: [1, 2], 1: [2, 0]})
+    wait_for(lambda: led(cluster, "t", 2), what="t led")
+    for i, junk in enumerate(JUNK):
+        zk.zk.create(f"/brokers/ids/{50 + i}", junk, ephemeral=True)
+        zk.zk.create(f"/brokers/topics/junk{i}", junk)
+    zk.zk.set(topic_partition_leader_and_isr_path("t", 1), JUNK[0])
+    still_works(cluster, controller_id, "after")
+    assert sorted(b.id for b in zk.get_all_brokers_in_cluster()) == [0, 1, 2]
+    assert zk.get_leader_and_isr("t", 1) is None                    # read as no state, and logged
+    # a new controller reads it all on failover, and takes over rather than resigning in a loop
+    cluster.stop(controller_id)
+    wait_for(lambda: zk.get_controller_id() not in (None, controller_id), timeout=20, what="a new controller")
+    successor = zk.get_controller_id()
+    zk.create_topic_assignment("later", {0: [b for b in range(3) if b != controller_id]})
+    wait_for(lambda: led(cluster, "later", 1), timeout=20, what="later led")
+    assert zk.get_controller_id() == successor and cluster.failures.seen == []

@@ -12,3 +12,16 @@ class LoggedErrors(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
+
+
+class LoggedTracebacks(logging.Handler):
+    """Every record logged with an exception attached: a failure nothing named (a failed watch, a loop's
+    unexpected error), unlike an error a component reports in words, which a broken peer may deserve."""
+
+    def __init__(self, level: int = logging.WARNING):
+        super().__init__(level)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.messages.append(record.getMessage())

@@ -10,6 +10,7 @@ import logging
 import pytest
 from _controller_cluster import Cluster
 from external import wait_for
+from logged_errors import LoggedTracebacks
 
 from kafka_edu.server.zk.zk_utils import (ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH,
                                           REASSIGN_PARTITIONS_PATH, topic_partition_leader_and_isr_path)
@@ -18,22 +19,10 @@ JUNK = [b"{", b"[]", b"\xff\xfe", b'{"version":1,"partitions":"x"}', b'{"version
         b'{"version":1,"partitions":[{"topic":"t","partition":-1}]}']
 
 
-class Failures(logging.Handler):
-    """Errors logged with a traceback attached: a failure nothing named (a failed watch, a resignation)."""
-
-    def __init__(self):
-        super().__init__(logging.ERROR)
-        self.seen: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info:
-            self.seen.append(record.getMessage())
-
-
 @pytest.fixture
 def cluster(tmp_path):
     cluster = Cluster(tmp_path, size=3)
-    failures = Failures()
+    failures = LoggedTracebacks(logging.ERROR)
     logging.getLogger("kafka_edu").addHandler(failures)
     cluster.failures = failures
     yield cluster
@@ -50,7 +39,7 @@ def still_works(cluster, controller_id: int, topic: str) -> None:
     zk.create_topic_assignment(topic, {0: [0, 1], 1: [1, 2]})
     wait_for(lambda: led(cluster, topic, 2), timeout=20, what=f"{topic} led")
     assert zk.get_controller_id() == controller_id, "the controller changed hands"
-    assert cluster.failures.seen == []
+    assert cluster.failures.messages == []
 
 
 def test_unreadable_admin_requests_are_deleted_and_the_next_one_is_carried_out(cluster):
@@ -91,4 +80,4 @@ def test_an_unreadable_registration_assignment_or_state_is_no_reason_to_fail(clu
     successor = zk.get_controller_id()
     zk.create_topic_assignment("later", {0: [b for b in range(3) if b != controller_id]})
     wait_for(lambda: led(cluster, "later", 1), timeout=20, what="later led")
-    assert zk.get_controller_id() == successor and cluster.failures.seen == []
+    assert zk.get_controller_id() == successor and cluster.failures.messages == []

@@ -14,6 +14,7 @@ from _broker_client import records
 from _cluster import wait_until
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from logged_errors import LoggedTracebacks
 from protocol_strategies import strategy, without_errors
 from scripted_broker import ScriptedBroker
 
@@ -22,18 +23,6 @@ from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
 
 ANSWERS = 8
 APIS = (ApiKeys.FETCH, ApiKeys.LIST_OFFSETS, ApiKeys.OFFSET_FOR_LEADER_EPOCH)
-
-
-class Tracebacks(logging.Handler):
-    """Every record logged with an exception attached: a failure nothing named."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.seen: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info:
-            self.seen.append(record.getMessage())
 
 
 # where each answer names its partitions: (the topics' array, a topic's name, a partition's index)
@@ -88,7 +77,7 @@ def test_a_follower_survives_a_leader_that_answers_nonsense(make_cluster):
     follower = cluster.brokers[1].replica_manager
     replica = follower.get_partition(("f", 0)).local_replica
     manager = follower.replica_fetcher_manager
-    tracebacks = Tracebacks()
+    tracebacks = LoggedTracebacks()
     logging.getLogger("kafka_edu").addHandler(tracebacks)
 
     @settings(max_examples=3, deadline=None, database=None, derandomize=True, phases=[Phase.generate])
@@ -116,7 +105,7 @@ def test_a_follower_survives_a_leader_that_answers_nonsense(make_cluster):
 
     try:
         against()
-        assert tracebacks.seen == []
+        assert tracebacks.messages == []
         assert cluster.halted == []
     finally:
         logging.getLogger("kafka_edu").removeHandler(tracebacks)

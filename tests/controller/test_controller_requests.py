@@ -19,6 +19,9 @@ def broker(tmp_path_factory):
     cluster.zk_utils.create_topic_assignment("fenced", {0: [0]})
     server = cluster.servers[0]
     wait_for(lambda: server.replica_manager.get_partition(("fenced", 0)), what="the partition")
+    # the controller's UpdateMetadata follows its LeaderAndIsr: a test that compares the metadata cache
+    # before and after a request must not see that one land in between
+    wait_for(lambda: server.metadata_cache.get_partition_info("fenced", 0), what="the partition's metadata")
     yield server
     cluster.shutdown()
 

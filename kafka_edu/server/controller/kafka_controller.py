@@ -399,7 +399,7 @@ class _TopicOperations:
                 node = f"{ISR_CHANGE_NOTIFICATION_PATH}/{child}"
                 data, _ = self.zk_utils.read_data_maybe_null(node)
                 try:
-                    changed |= {tuple(tp) for tp in read_znode(node, data, parse_partitions_json) or ()}
+                    changed |= {tuple(tp) for tp in read_znode(node, data, parse_partitions_json)}
                 except ZnodeDataError as exc:        # Beyond 0.10: dropped with the rest, not a failed watch
                     log.error("ignoring an ISR change notification: %s", exc)
                 self._delete_znode(node)
@@ -541,8 +541,9 @@ class _PartitionReassignment:
             if not self.active or data is None:
                 return
             asked = self._admin_request(path, data, parse_reassignment_json)
-            if not asked:                       # unreadable (deleted) or empty: the path is free again
+            if asked == {}:                     # nothing to move: free the path for the next request
                 self._delete_znode(path)
+            if not asked:                       # (an unreadable one was deleted already)
                 return
             for tp, new_replicas in sorted(asked.items()):
                 tp = tuple(tp)

@@ -39,8 +39,7 @@ def trailing_high_watermark(data_dir: Path, topic: str = "trailing", records: in
         follower = cluster.broker(1).replica_manager.get_partition((topic, 0))
         cluster.wait_until(lambda: follower.local_replica.log_end_offset == records, what="broker 1 level")
         cluster.kill(0)
-        cluster.wait_until(lambda: cluster.partition_state(topic, 0).leader_and_isr.leader == 1,
-                           what="broker 1 leading")
+        cluster.wait_until(lambda: follower.is_leader, what="broker 1 leading")   # its LeaderAndIsr landed, not only ZooKeeper's
         assert follower.local_replica.high_watermark == 0
         yield cluster, values
     finally:

@@ -3,7 +3,6 @@
 # %% book/ch4_server/0609_admin_manager.ipynb 85c8389a
 import logging
 import random
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,49 +15,14 @@ from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
 from kafka_edu.server.topic_config import broker_default_log_config
+from kafka_edu.server.topic_name import legal_topic_name, refuse_collisions, validate_topic_name
 from kafka_edu.server.zk.zk_client import MAX_DATA_BYTES, NodeExistsError
 from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, entity_config_json, entity_config_path,
                                           replica_assignment_json, topic_path)
 
 log = logging.getLogger(__name__)
 
-MAX_NAME_LENGTH = 249
-LEGAL_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-
-
-def validate_topic_name(topic: str) -> None:
-    if not topic:
-        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
-    if topic in (".", ".."):
-        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
-    if len(topic) > MAX_NAME_LENGTH:
-        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters")
-    if not LEGAL_CHARS.fullmatch(topic):
-        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name {topic!r} is illegal, it contains a character other than "
-                         "ASCII alphanumerics, '.', '_' and '-'")
-
-
-def legal_topic_name(topic: str) -> bool:
-    try:
-        validate_topic_name(topic)
-    except AdminError:
-        return False
-    return True
-
-
-def collides(a: str, b: str) -> bool:
-    """Would the two topics get the same metric names (`.` and `_` are the same there)?"""
-    return a != b and a.replace(".", "_") == b.replace(".", "_")
-
-
-def refuse_collisions(topic: str, existing) -> None:
-    clashing = sorted(t for t in existing if collides(topic, t))
-    if clashing:
-        raise AdminError(Errors.INVALID_TOPIC_EXCEPTION,
-                         f"Topic '{topic}' collides with existing topics: {', '.join(clashing)}")
 
 
 def refuse_oversized(partitions: int, replication_factor: int, assignment: dict | None = None) -> None:

@@ -2,18 +2,16 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch5_tools/1200_configs.ipynb cf019ea0
 import logging
-import threading
 
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.log.log_manager import LogManager
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
 from kafka_edu.server.topic_config import topic_log_config
-from kafka_edu.server.zk.zk_client import NoNodeError
+from kafka_edu.server.zk.change_notification_listener import CHANGE_EXPIRATION_MS, ZkNodeChangeNotificationListener
 from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC, ENTITY_CONFIG_CHANGE_PREFIX,
-                                          ENTITY_CONFIG_CHANGES_PATH, ZkUtils, decode_json)
+                                          ENTITY_CONFIG_CHANGES_PATH, ZkUtils, ZnodeDataError, decode_json)
 
 log = logging.getLogger(__name__)
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class TopicConfigHandler:
@@ -39,64 +37,34 @@ class DynamicConfigManager:
 
     def __init__(self, zk_utils: ZkUtils, handlers: dict, time: Time = SYSTEM_TIME,
                  change_expiration_ms: int = CHANGE_EXPIRATION_MS):
-        self.zk_utils, self.handlers, self.time = zk_utils, dict(handlers), time
-        self.change_expiration_ms = change_expiration_ms
-        self.last_executed_change = -1
-        self._lock = threading.Lock()
-        self._subscription = None
+        self.zk_utils, self.handlers = zk_utils, dict(handlers)
+        self.listener = ZkNodeChangeNotificationListener(zk_utils, ENTITY_CONFIG_CHANGES_PATH,
+                                                         ENTITY_CONFIG_CHANGE_PREFIX, self.process_change,
+                                                         change_expiration_ms, time)
 
     def startup(self) -> None:
         for entity_type, handler in self.handlers.items():
             for name in self.zk_utils.get_all_entities_with_config(entity_type):
-                handler.process_config_changes(name, self.zk_utils.fetch_entity_config(entity_type, name))
-        self.zk_utils.zk.ensure_path(ENTITY_CONFIG_CHANGES_PATH)
-        self._subscription = self.zk_utils.zk.subscribe_child_changes(ENTITY_CONFIG_CHANGES_PATH, self._on_change)
-        self.process_notifications(self.zk_utils.get_children_parent_may_not_exist(ENTITY_CONFIG_CHANGES_PATH))
+                try:
+                    overrides = self.zk_utils.fetch_entity_config(entity_type, name)
+                except ZnodeDataError as exc:       # one damaged entry must not stop the broker's start
+                    log.error("ignoring the config overrides of %s %s: %s", entity_type, name, exc)
+                    continue
+                handler.process_config_changes(name, overrides)
+        self.listener.init()
 
     def shutdown(self) -> None:
-        if self._subscription is not None:
-            self._subscription.cancel()
-            self._subscription = None
+        self.listener.close()
 
-    def _on_change(self, path: str, children: list[str] | None) -> None:
-        if children:
-            self.process_notifications(children)
-
-    def process_notifications(self, children: list[str]) -> None:
-        with self._lock:
-            now = self.time.milliseconds()
-            for child in sorted(c for c in children if c.startswith(ENTITY_CONFIG_CHANGE_PREFIX)):
-                suffix = child[len(ENTITY_CONFIG_CHANGE_PREFIX):]
-                if not suffix.isdigit():            # not a sequential notification: someone else's node
-                    continue
-                sequence = int(suffix)
-                path = f"{ENTITY_CONFIG_CHANGES_PATH}/{child}"
-                data, stat = self.zk_utils.read_data_maybe_null(path)
-                if sequence > self.last_executed_change and data is not None:
-                    self._process(child, data)
-                    self.last_executed_change = sequence
-                if stat is not None and now - stat.ctime > self.change_expiration_ms:
-                    self._purge(path)
-
-    def _process(self, child: str, data: bytes) -> None:
-        """A malformed change is skipped: it must not hold back every later one, nor the next start-up."""
-        try:
-            change = decode_json(data)
-            entity_type, name = change["entity_type"], change["entity_name"]
-            handler = self.handlers.get(entity_type)
-            if handler is None:
-                return
-            overrides = self.zk_utils.fetch_entity_config(entity_type, name)   # a name that is no path: ValueError
-        except (ValueError, TypeError, KeyError):
-            log.error("ignoring the malformed config change %s: %r", child, data)
-            return
-        handler.process_config_changes(name, overrides)
-
-    def _purge(self, path: str) -> None:
-        try:
-            self.zk_utils.zk.delete(path)
-        except NoNodeError:                 # another broker purged it first
-            pass
+    def process_change(self, data: bytes) -> None:
+        """One notification; a malformed one raises ValueError, which the listener logs and passes over."""
+        change = decode_json(data)
+        if not (isinstance(change, dict) and all(isinstance(change.get(k), str) for k in ("entity_type", "entity_name"))):
+            raise ValueError(f"not a config change notification: {bytes(data)[:100]!r}")
+        entity_type, name = change["entity_type"], change["entity_name"]
+        handler = self.handlers.get(entity_type)
+        if handler is not None:                 # a name that is no path, or unreadable overrides: ValueError
+            handler.process_config_changes(name, self.zk_utils.fetch_entity_config(entity_type, name))
 
 
 # %% book/ch5_tools/1200_configs.ipynb 7c88e984

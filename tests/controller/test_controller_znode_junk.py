@@ -12,8 +12,10 @@ from _controller_cluster import Cluster
 from external import wait_for
 from logged_errors import LoggedTracebacks
 
-from kafka_edu.server.zk.zk_utils import (ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH,
-                                          REASSIGN_PARTITIONS_PATH, topic_partition_leader_and_isr_path)
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, DELETE_TOPICS_PATH, ENTITY_CONFIG_CHANGE_PREFIX,
+                                          ENTITY_CONFIG_CHANGES_PATH, ISR_CHANGE_NOTIFICATION_PATH,
+                                          PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
+                                          delete_topic_path, entity_config_path, topic_partition_leader_and_isr_path)
 
 JUNK = [b"{", b"[]", b"\xff\xfe", b'{"version":1,"partitions":"x"}', b'{"version":1,"partitions":[{"topic":5}]}',
         b'{"version":1,"partitions":[{"topic":"t","partition":-1}]}']
@@ -81,3 +83,43 @@ def test_an_unreadable_registration_assignment_or_state_is_no_reason_to_fail(clu
     zk.create_topic_assignment("later", {0: [b for b in range(3) if b != controller_id]})
     wait_for(lambda: led(cluster, "later", 1), timeout=20, what="later led")
     assert zk.get_controller_id() == successor and cluster.failures.messages == []
+
+
+def test_junk_config_changes_and_deletion_requests_hold_nothing_back(cluster):
+    """A config notification that is not sequential or not readable, a topic's overrides that are not
+    JSON or not valid configs, and a deletion request for a topic that does not exist: each is
+    reported (a topic keeps the config it had), and the next readable change is applied on every
+    broker, a restarted one included."""
+    zk = cluster.zk_utils
+    cluster.controller()
+    controller_id = zk.get_controller_id()
+    zk.create_topic_assignment("t", {0: [0, 1, 2]})
+    zk.create_topic_assignment("u", {0: [0, 1, 2]})
+    wait_for(lambda: led(cluster, "t", 1) and led(cluster, "u", 1), what="t and u led")
+    zk.zk.create(f"{ENTITY_CONFIG_CHANGES_PATH}/{ENTITY_CONFIG_CHANGE_PREFIX}", b"{}")       # not sequential
+    for junk in JUNK + [b'{"version":1,"entity_type":"topics","entity_name":""}']:
+        zk.zk.create(f"{ENTITY_CONFIG_CHANGES_PATH}/{ENTITY_CONFIG_CHANGE_PREFIX}", junk, sequential=True)
+    for overrides in (b'{"version":1,"config":{"retention.ms":"soon"}}', b'{"version":1,"config":[]}', b"[1]", b"{"):
+        zk.zk.set(entity_config_path(CONFIG_TYPE_TOPIC, "t"), overrides) if zk.zk.exists(
+            entity_config_path(CONFIG_TYPE_TOPIC, "t")) else zk.zk.create(entity_config_path(CONFIG_TYPE_TOPIC, "t"),
+                                                                           overrides, makepath=True)
+        zk.zk.create(f"{ENTITY_CONFIG_CHANGES_PATH}/{ENTITY_CONFIG_CHANGE_PREFIX}",
+                     b'{"version":1,"entity_type":"topics","entity_name":"t"}', sequential=True)
+    for name in ("nosuch", "bad name", JUNK[2].decode("latin-1")):
+        zk.zk.create(delete_topic_path(name), b"", makepath=True)
+    zk.change_entity_config(CONFIG_TYPE_TOPIC, "u", {"retention.ms": "3600000"})
+
+    def retention(broker_id: int, topic: str) -> int | None:
+        partition = cluster.servers[broker_id].replica_manager.get_partition((topic, 0))
+        replica = None if partition is None else partition.local_replica
+        return None if replica is None or replica.log is None else replica.log.config.retention_ms
+    wait_for(lambda: all(retention(b, "u") == 3_600_000 for b in cluster.servers), what="u's override applied")
+    assert all(retention(b, "t") == 7 * 24 * 3_600_000 for b in cluster.servers)       # t keeps its config
+    wait_for(lambda: zk.zk.get_children(DELETE_TOPICS_PATH) == [], what="the deletion requests dropped")
+    restarted = next(b for b in cluster.servers if b != controller_id)
+    cluster.stop(restarted)
+    cluster.start(restarted)
+    wait_for(lambda: retention(restarted, "u") == 3_600_000 and retention(restarted, "t") is not None,
+             timeout=20, what="the restarted broker hosting t and u")
+    assert retention(restarted, "t") == 7 * 24 * 3_600_000
+    still_works(cluster, controller_id, "after")

@@ -50,7 +50,7 @@ def test_overrides_reach_live_logs_and_later_ones(broker_side):
     assert (orders0.config.segment_bytes, orders0.config.retention_ms) == (4096, LogConfig().retention_ms)
     assert log_manager.create_log("orders", 1).config.segment_bytes == 4096
     assert other.config == LogConfig()
-    assert manager.last_executed_change == 1
+    assert manager.listener.last_executed_change == 1
     manager.shutdown()
     zk_utils.change_entity_config("topics", "orders", {"segment.bytes": "8192"})
     zk_utils.zk.await_events()
@@ -86,9 +86,9 @@ def test_old_malformed_and_foreign_notifications(broker_side):
     zk_utils.change_entity_config("topics", "orders", {"retention.ms": "oops"})     # a bad override: defaults
     zk_utils.change_entity_config("topics", "orders", {"retention.ms": "5000"})
     zk_utils.zk.await_events()
-    assert orders.config.retention_ms == 5000 and manager.last_executed_change == 3
+    assert orders.config.retention_ms == 5000 and manager.listener.last_executed_change == 3
     orders.config = LogConfig()
-    manager.process_notifications(zk_utils.zk.get_children("/config/changes"))       # all seen already
+    manager.listener.process_notifications(zk_utils.zk.get_children("/config/changes"))       # all seen already
     assert orders.config == LogConfig()
 
 

@@ -29,8 +29,8 @@ from kafka_edu.server.replica.partition import Partition, PartitionState
 from kafka_edu.server.replica.replica_fetcher_manager import ReplicaFetcherManager
 from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotaManager, ReplicationQuotas
-from kafka_edu.server.topic_config import broker_default_log_config, topic_log_config
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
+from kafka_edu.server.topic_config import broker_default_log_config, stored_topic_overrides, topic_log_config
+from kafka_edu.server.topic_name import legal_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +249,7 @@ class _ReplicaManagerCore:
             return partition
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        overrides = self.zk_utils.fetch_entity_config(CONFIG_TYPE_TOPIC, topic)
-        return topic_log_config(self.default_log_config, overrides, topic)
+        return topic_log_config(self.default_log_config, stored_topic_overrides(self.zk_utils, topic), topic)
 
     def checkpointed_high_watermark(self, log, topic_partition: tuple[str, int]) -> int:
         checkpoint = self.high_watermark_checkpoints.get(os.path.dirname(log.dir))
@@ -270,6 +269,13 @@ class _ReplicaManagerCore:
 
 
 # %% book/ch4_server/0501_replica_manager.ipynb 53f5e53e
+def unhostable(topic_partition: tuple[str, int]) -> Errors | None:
+    """Beyond 0.10: why no log can hold this partition (an illegal topic name, a negative partition), if so."""
+    if not legal_topic_name(topic_partition[0]):
+        return Errors.INVALID_TOPIC_EXCEPTION
+    return Errors.UNKNOWN_TOPIC_OR_PARTITION if topic_partition[1] < 0 else None
+
+
 class _LeaderAndIsrHandling:
     """LeaderAndIsr and StopReplica (mixin of `ReplicaManager`)."""
 
@@ -285,6 +291,10 @@ class _LeaderAndIsrHandling:
             responses: dict[tuple[str, int], Errors] = {}
             accepted: dict[tuple[str, int], PartitionState] = {}
             for tp, state in partition_states.items():
+                if (refused := unhostable(tp)) is not None:
+                    log.warning("ignoring LeaderAndIsr for %r partition %d: no log can hold it", *tp)
+                    responses[tp] = refused
+                    continue
                 partition = self.get_or_create_partition(tp)
                 if partition.leader_epoch >= state.leader_epoch:
                     log.warning("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",

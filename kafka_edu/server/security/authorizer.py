@@ -10,13 +10,12 @@ from dataclasses import dataclass
 
 from kafka_edu.common.acl import WILDCARD, Acl, Operation, PermissionType, Resource, ResourceType, allowing_operations
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
-from kafka_edu.server.zk.zk_client import (BadVersionError, ClientClosedError, ConnectionLossError, NodeExistsError,
-                                          NoNodeError, SessionExpiredError)
-from kafka_edu.server.zk.zk_utils import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, ACL_PATH, ZkUtils, acl_path, acls_json,
-                                          create_zk_client, parse_acls_json)
+from kafka_edu.server.zk.change_notification_listener import ZkNodeChangeNotificationListener
+from kafka_edu.server.zk.zk_client import BadVersionError, NodeExistsError, NoNodeError
+from kafka_edu.server.zk.zk_utils import (ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, ACL_PATH, ZkUtils, ZnodeDataError,
+                                          acl_path, acls_json, create_zk_client, parse_acls_json, read_znode)
 
 log = logging.getLogger(__name__)
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 def acls_to_json(acls: Iterable[Acl]) -> str:
@@ -27,57 +26,6 @@ def acls_to_json(acls: Iterable[Acl]) -> str:
 def acls_from_json(data: "bytes | str") -> frozenset:
     return frozenset(Acl(principal, PermissionType.from_text(permission), host, Operation.from_text(operation))
                      for principal, permission, operation, host in parse_acls_json(data))
-
-
-
-class ZkNodeChangeNotificationListener:
-    """Runs `handler(data)` once per new sequential notification under `root`, in order, and deletes
-    notifications older than `change_expiration_ms` (whichever broker sees them first)."""
-
-    def __init__(self, zk_utils: ZkUtils, root: str, prefix: str, handler: Callable[[bytes], None],
-                 change_expiration_ms: int = CHANGE_EXPIRATION_MS, time: Time = SYSTEM_TIME):
-        self.zk_utils, self.root, self.prefix, self.handler = zk_utils, root, prefix, handler
-        self.change_expiration_ms, self.time = change_expiration_ms, time
-        self.last_executed_change = -1
-        self._lock = threading.Lock()
-        self._subscription = None
-
-    def init(self) -> None:
-        self.zk_utils.zk.ensure_path(self.root)
-        self._subscription = self.zk_utils.zk.subscribe_child_changes(self.root, self._on_children)
-        self.process_notifications(self.zk_utils.get_children_parent_may_not_exist(self.root))
-
-    def close(self) -> None:
-        if self._subscription is not None:
-            self._subscription.cancel()
-            self._subscription = None
-
-    def _on_children(self, path: str, children: list[str] | None) -> None:
-        if not children:
-            return
-        try:
-            self.process_notifications(children)
-        except (ClientClosedError, ConnectionLossError, SessionExpiredError):
-            log.debug("%s: the ZooKeeper session went away; the next connection reads every child again", self.root)
-
-    def process_notifications(self, children: list[str]) -> None:
-        with self._lock:
-            now = self.time.milliseconds()
-            for child in sorted(c for c in children if c.startswith(self.prefix)):
-                sequence = int(child[len(self.prefix):])
-                path = f"{self.root}/{child}"
-                data, stat = self.zk_utils.read_data_maybe_null(path)
-                if sequence > self.last_executed_change and data is not None:
-                    try:
-                        self.handler(data)
-                    except Exception:               # one bad notification must not stop the others
-                        log.exception("failed to process the notification %s (%r)", path, data)
-                    self.last_executed_change = sequence
-                if stat is not None and now - stat.ctime > self.change_expiration_ms:
-                    try:
-                        self.zk_utils.zk.delete(path)
-                    except NoNodeError:             # another broker purged it first
-                        pass
 
 
 # %% book/ch4_server/0802_authorization.ipynb e4233e93
@@ -115,6 +63,10 @@ def _kafka_edu_call_stack(skip: int) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
+# what a resource whose znode does not read as ACLs is taken to hold
+UNREADABLE = frozenset({Acl("User:*", PermissionType.DENY, "*", Operation.ALL)})
+
+
 class _AclCache:
     """The in-memory copy of /kafka-acl (mixin of `SimpleAclAuthorizer`)."""
 
@@ -129,8 +81,16 @@ class _AclCache:
                 self._refresh(Resource(resource_type, name))
 
     def _read_from_zk(self, resource: Resource) -> VersionedAcls:
-        data, stat = self.zk_utils.read_data_maybe_null(acl_path(resource.resource_type.text, resource.name))
-        return VersionedAcls(frozenset(), -1) if data is None else VersionedAcls(acls_from_json(data), stat.version)
+        """Beyond 0.10: ACLs that cannot be read close their resource (UNREADABLE) rather than open it."""
+        path = acl_path(resource.resource_type.text, resource.name)
+        data, stat = self.zk_utils.read_data_maybe_null(path)
+        if data is None:
+            return VersionedAcls(frozenset(), -1)
+        try:
+            return VersionedAcls(read_znode(path, data, acls_from_json), stat.version)
+        except ZnodeDataError as exc:
+            log.error("%s; %s is closed to all but super users until its ACLs are rewritten", exc, resource)
+            return VersionedAcls(UNREADABLE, stat.version)
 
     def _refresh(self, resource: Resource) -> None:
         self._set_cache(resource, self._read_from_zk(resource))

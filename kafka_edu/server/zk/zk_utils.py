@@ -320,7 +320,11 @@ def acls_json(acls: Iterable[tuple[str, str, str, str]]) -> str:
 
 
 def parse_acls_json(data: "bytes | str") -> list[tuple[str, str, str, str]]:
-    m = decode_json(data) or {}
+    m = decode_json(data)
+    if m is None:
+        return []
+    if not isinstance(m, dict):
+        raise ValueError(f"expected a JSON object, got {type(m).__name__}")
     return [(a["principal"], a["permissionType"], a["operation"], a["host"]) for a in m.get("acls", [])]
 
 
@@ -567,8 +571,10 @@ def change_entity_config(self, entity_type: str, entity: str, config: Mapping[st
                           config_change_json(entity_type, entity), sequential=True, makepath=True)
 
 def fetch_entity_config(self, entity_type: str, entity: str) -> dict[str, str]:
-    m = decode_json(self.read_data_maybe_null(entity_config_path(entity_type, entity))[0]) or {}
-    return dict(m.get("config", {}))
+    """The overrides of `/config/<type>/<name>` ({} if none); ZnodeDataError if they cannot be read."""
+    path = entity_config_path(entity_type, entity)
+    return read_znode(path, self.read_data_maybe_null(path)[0],
+                      lambda data: dict(((decode_json(data) or {}).get("config") or {}).items()))
 
 def get_all_entities_with_config(self, entity_type: str) -> list[str]:
     return self.get_children_parent_may_not_exist(entity_config_root_path(entity_type))

@@ -12,7 +12,7 @@ from _controller_cluster import Cluster
 from external import wait_for
 from logged_errors import LoggedTracebacks
 
-from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, DELETE_TOPICS_PATH, ENTITY_CONFIG_CHANGE_PREFIX,
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, CONTROLLER_EPOCH_PATH, DELETE_TOPICS_PATH, ENTITY_CONFIG_CHANGE_PREFIX,
                                           ENTITY_CONFIG_CHANGES_PATH, ISR_CHANGE_NOTIFICATION_PATH,
                                           PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
                                           delete_topic_path, entity_config_path, topic_partition_leader_and_isr_path)
@@ -123,3 +123,23 @@ def test_junk_config_changes_and_deletion_requests_hold_nothing_back(cluster):
              timeout=20, what="the restarted broker hosting t and u")
     assert retention(restarted, "t") == 7 * 24 * 3_600_000
     still_works(cluster, controller_id, "after")
+
+
+def test_an_unreadable_controller_epoch_is_followed_by_a_higher_one(cluster):
+    """Every broker's takeover failed on it in turn (no controller at all); the next controller now
+    goes on from the newest epoch its broker accepted, so the brokers still take its requests."""
+    zk = cluster.zk_utils
+    old = cluster.controller()
+    epoch = old.controller.context.epoch
+    zk.zk.set(CONTROLLER_EPOCH_PATH, b"{")
+    cluster.stop(old.broker_id)
+    successor = wait_for(lambda: next((s for s in cluster.servers.values() if s.controller.is_active), None),
+                         timeout=20, what="a new controller")
+    assert zk.zk.get(CONTROLLER_EPOCH_PATH)[0] == str(epoch + 1).encode()
+    assert successor.controller.context.epoch == epoch + 1
+    topic = "after"
+    zk.create_topic_assignment(topic, {0: sorted(cluster.servers)})
+    wait_for(lambda: all(s.replica_manager.get_partition((topic, 0)) is not None
+                         and s.replica_manager.get_partition((topic, 0)).leader_epoch >= 0 for s in cluster.servers.values())
+             and led(cluster, topic, 1), timeout=20, what="the brokers taking the new controller's LeaderAndIsr")
+    assert zk.get_controller_id() == successor.broker_id and cluster.failures.messages == []

@@ -104,8 +104,13 @@ class _Election:
         except NoNodeError:
             pass
 
+
+# %% book/ch4_server/0605_kafka_controller.ipynb f75673a3
+class _ControllerEpoch:
+    """The controller epoch in /controller_epoch (mixin of `KafkaController`)."""
+
     def _increment_controller_epoch(self) -> None:
-        current = self.zk_utils.get_controller_epoch()
+        current = self._read_controller_epoch()
         if current is None:
             try:
                 self.zk_utils.zk.create(CONTROLLER_EPOCH_PATH, "1")
@@ -119,6 +124,19 @@ class _Election:
                 raise ControllerMovedError("another controller bumped /controller_epoch first")
             epoch = current[0] + 1
         self.context.epoch, self.context.epoch_zk_version = epoch, version
+
+    def _read_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, znode version), or None before the first controller; an unreadable znode counts as
+        holding the newest epoch this broker has accepted."""
+        try:
+            return self.zk_utils.get_controller_epoch()
+        except ZnodeDataError as exc:
+            stat = self.zk_utils.zk.exists(CONTROLLER_EPOCH_PATH)
+            if stat is None:
+                raise ControllerMovedError("/controller_epoch went away while it was read") from None
+            accepted = self.replica_manager.controller_epoch
+            log.error("%s; going on from epoch %d, the newest this broker has accepted", exc, accepted)
+            return accepted, stat.version
 
 
 # %% book/ch4_server/0605_kafka_controller.ipynb 714791c9
@@ -670,16 +688,18 @@ class _ReassignmentPhases:
 
 # %% book/ch4_server/0605_kafka_controller.ipynb e9e1c7ca
 class KafkaController(_ReassignmentPhases, _PartitionReassignment, _PreferredReplicaElection, _TopicOperations,
-                      _BrokerOperations, _Failover, _Election):
+                      _BrokerOperations, _Failover, _ControllerEpoch, _Election):
     """The controller: elected through ZooKeeper, it decides every leader and ISR and tells the brokers."""
 
     def __init__(self, config, zk_utils, replica_manager, time: Time = SYSTEM_TIME, metrics: Metrics | None = None):
-        """`replica_manager` supplies the broker's default log config (for unclean election).
+        """`replica_manager` supplies the broker's default log config (for unclean election) and the
+        newest controller epoch the broker has accepted (should /controller_epoch be unreadable).
         `metrics` (the broker's registry; a private one if not given) receives the channel manager's
         selector metrics and the controller's own (chapter 4.9)."""
         self.config = config
         self.broker_id = config["broker.id"]
         self.zk_utils = zk_utils
+        self.replica_manager = replica_manager
         self.time = time
         self.metrics = Metrics(time=time) if metrics is None else metrics
         self.context = ControllerContext()

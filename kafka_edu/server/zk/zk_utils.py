@@ -528,7 +528,7 @@ def get_controller_id(self) -> int | None:
 def get_controller_epoch(self) -> tuple[int, int] | None:
     """(epoch, zk_version) of /controller_epoch, a bare integer; None before the first controller."""
     data, stat = self.read_data_maybe_null(CONTROLLER_EPOCH_PATH)
-    return (int(data), stat.version) if data is not None else None
+    return (read_znode(CONTROLLER_EPOCH_PATH, data, int), stat.version) if data is not None else None
 
 def mark_topic_for_deletion(self, topic: str) -> None:
     """kafka-topics --delete: an empty child of /admin/delete_topics the controller acts on."""

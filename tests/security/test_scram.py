@@ -69,6 +69,8 @@ def broker(tmp_path_factory):
     zk_utils = ZkUtils(zookeeper.connect())
     for mechanism in MECHANISMS:
         add_scram_credential(zk_utils, "alice", mechanism, "alice-secret")
+    for name, junk in DAMAGED.items():
+        zk_utils.zk.create(f"/config/users/{name}", junk, makepath=True)
     config = KafkaConfig({
         "broker.id": 0, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "log.dirs": str(tmp_path_factory.mktemp("logs")), "num.network.threads": 1, "num.io.threads": 2,
@@ -80,10 +82,15 @@ def broker(tmp_path_factory):
     server.shutdown()
 
 
-@pytest.mark.parametrize("name", ["mallory", "..", "", "a//b"])
+DAMAGED = {"damaged-json": b"{", "damaged-list": b"[1]", "damaged-number": b'{"version":1,"config":{"SCRAM-SHA-256":5}}',
+           "damaged-text": b'{"version":1,"config":{"SCRAM-SHA-256":"abc"}}'}
+
+
+@pytest.mark.parametrize("name", ["mallory", "..", "", "a//b", *DAMAGED])
 def test_an_unknown_or_unpathable_user_is_refused_with_an_answer(broker, name, caplog):
     """A name that makes no ZooKeeper path under /config/users failed the lookup outside the login:
-    no answer, a traceback from the Processor, a connection left hanging."""
+    no answer, a traceback from the Processor, a connection left hanging. So did, Beyond 0.10, an entry
+    under /config/users that no tool wrote."""
     with caplog.at_level(logging.ERROR, logger="kafka_edu.server.network.processor"):
         with CodecConnection(broker.bound_port("SASL_PLAINTEXT"), timeout=5) as conn:
             assert conn.call(ApiKeys.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}).error_code == 0

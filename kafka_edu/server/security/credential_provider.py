@@ -2,7 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0803_scram.ipynb bd2ce2b3
 from kafka_edu.common.security.scram import HASHES, MIN_ITERATIONS, ScramCredential, ScramFormatter
-from kafka_edu.server.zk.zk_utils import ZkUtils
+from kafka_edu.server.zk.zk_utils import ZkUtils, entity_config_path, read_znode
 
 USERS = "users"
 
@@ -16,8 +16,9 @@ class ZkScramCredentials:
     def __call__(self, username: str, mechanism: str) -> ScramCredential | None:
         try:                                  # a name that is no ZooKeeper path ("..", "a//b") is a ValueError
             value = self._zk_utils.fetch_entity_config(USERS, username).get(mechanism)
-            return None if value is None else ScramCredential.from_config_string(value)
-        except (KeyError, ValueError):
+            return None if value is None else read_znode(entity_config_path(USERS, username), value,
+                                                         ScramCredential.from_config_string)
+        except ValueError:                    # ZnodeDataError included: an entry no tool wrote
             return None                       # a damaged entry or name fails that login, never the broker
 
 

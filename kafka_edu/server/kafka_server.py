@@ -47,7 +47,7 @@ from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, b
 from kafka_edu.server.utils.scheduler import KafkaScheduler
 from kafka_edu.server.zk.zk_client import ConnectionLossError, NodeExistsError, SessionState, ZkError
 from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, ZkUtils, broker_path, create_zk_client, decode_json,
-                                          encode_json)
+                                          encode_json, read_znode)
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class _Identity:
             except NodeExistsError:
                 data, _ = self.zk_utils.read_data_maybe_null(CLUSTER_ID_PATH)
         if data is not None:
-            cluster_id = decode_json(data)["id"]
+            cluster_id = read_znode(CLUSTER_ID_PATH, data, lambda d: str(decode_json(d)["id"]))
         if stored is not None and stored.cluster_id is not None and stored.cluster_id != cluster_id:
             raise BrokerIdentityError(f"the cluster id {cluster_id} in ZooKeeper does not match the cluster id "
                                       f"{stored.cluster_id} in meta.properties: this broker's data belongs to "

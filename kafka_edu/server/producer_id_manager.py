@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from kafka_edu.server.zk.zk_client import NodeExistsError
-from kafka_edu.server.zk.zk_utils import decode_json, encode_json
+from kafka_edu.server.zk.zk_utils import decode_json, encode_json, read_znode
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,8 @@ class ProducerIdManager:
     def _allocate_block(self) -> None:
         while True:
             data, stat = self.zk_utils.read_data_maybe_null(PRODUCER_ID_BLOCK_PATH)
-            previous_end = int(decode_json(data)["block_end"]) if data else -1
+            previous_end = (read_znode(PRODUCER_ID_BLOCK_PATH, data, lambda d: int(decode_json(d)["block_end"]))
+                            if data else -1)      # unreadable: ZnodeDataError, no ids rather than reused ones
             start = max(previous_end + 1, self.floor())
             end = start + PRODUCER_ID_BLOCK_SIZE - 1
             block = encode_json({"version": 1, "broker": self.broker_id,

@@ -9,13 +9,19 @@ import logging
 
 import pytest
 from _controller_cluster import Cluster
+from blocking_client import CodecConnection
 from external import wait_for
 from logged_errors import LoggedTracebacks
 
-from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, CONTROLLER_EPOCH_PATH, DELETE_TOPICS_PATH, ENTITY_CONFIG_CHANGE_PREFIX,
-                                          ENTITY_CONFIG_CHANGES_PATH, ISR_CHANGE_NOTIFICATION_PATH,
-                                          PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
-                                          delete_topic_path, entity_config_path, topic_partition_leader_and_isr_path)
+from kafka_edu.common.protocol.api_keys import ApiKeys
+from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.server.kafka_server import CLUSTER_ID_PATH
+from kafka_edu.server.producer_id_manager import PRODUCER_ID_BLOCK_PATH
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, CONTROLLER_EPOCH_PATH, DELETE_TOPICS_PATH,
+                                          ENTITY_CONFIG_CHANGE_PREFIX, ENTITY_CONFIG_CHANGES_PATH,
+                                          ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH,
+                                          REASSIGN_PARTITIONS_PATH, ZnodeDataError, delete_topic_path,
+                                          entity_config_path, topic_partition_leader_and_isr_path)
 
 JUNK = [b"{", b"[]", b"\xff\xfe", b'{"version":1,"partitions":"x"}', b'{"version":1,"partitions":[{"topic":5}]}',
         b'{"version":1,"partitions":[{"topic":"t","partition":-1}]}']
@@ -143,3 +149,22 @@ def test_an_unreadable_controller_epoch_is_followed_by_a_higher_one(cluster):
                          and s.replica_manager.get_partition((topic, 0)).leader_epoch >= 0 for s in cluster.servers.values())
              and led(cluster, topic, 1), timeout=20, what="the brokers taking the new controller's LeaderAndIsr")
     assert zk.get_controller_id() == successor.broker_id and cluster.failures.messages == []
+
+
+def test_an_unreadable_producer_id_block_or_cluster_id_is_named_not_guessed(cluster):
+    """Guessing past either could hand out an id another broker holds, or let a broker join the wrong
+    cluster: InitProducerId answers the retriable COORDINATOR_NOT_AVAILABLE until the block is repaired,
+    and a broker refuses to start, naming the znode."""
+    zk = cluster.zk_utils
+    zk.zk.create(PRODUCER_ID_BLOCK_PATH, b'{"version":1,"block_end":"many"}', makepath=True)
+    port = cluster.servers[0].bound_port()
+    with CodecConnection(port) as client:
+        answer = client.call(ApiKeys.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 1000})
+        assert (Errors.for_code(answer.error_code), answer.producer_id) == (Errors.COORDINATOR_NOT_AVAILABLE, -1)
+        zk.zk.delete(PRODUCER_ID_BLOCK_PATH)
+        answer = client.call(ApiKeys.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 1000})
+        assert answer.error_code == 0 and answer.producer_id >= 0
+    assert cluster.failures.messages == []
+    zk.zk.set(CLUSTER_ID_PATH, b"{")
+    with pytest.raises(ZnodeDataError, match=CLUSTER_ID_PATH):
+        cluster.start(3)

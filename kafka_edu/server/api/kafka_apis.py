@@ -31,7 +31,7 @@ from kafka_edu.common.acl import (ANY_CODE, CLUSTER, LITERAL_PATTERN, MATCH_PATT
                                   PermissionType, Resource, ResourceType)
 from kafka_edu.server.security.authorizer import authorizer_from_config
 from kafka_edu.server.topic_config import TOPIC_CONFIG_SYNONYMS, stored_topic_overrides, topic_log_config
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZnodeDataError
 
 log = logging.getLogger(__name__)
 
@@ -442,8 +442,12 @@ class _AdminApis:
         elif not self.authorize(request, Operation.IDEMPOTENT_WRITE, CLUSTER):
             answer = {"error_code": Errors.CLUSTER_AUTHORIZATION_FAILED.code, "producer_id": -1, "producer_epoch": -1}
         else:
-            answer = {"error_code": 0, "producer_id": self.producer_id_manager.generate_producer_id(),
-                      "producer_epoch": 0}
+            try:
+                answer = {"error_code": 0, "producer_id": self.producer_id_manager.generate_producer_id(),
+                          "producer_epoch": 0}
+            except ZnodeDataError as exc:       # a block no broker wrote: no id rather than a reused one
+                log.error("cannot allocate producer ids: %s", exc)
+                answer = {"error_code": Errors.COORDINATOR_NOT_AVAILABLE.code, "producer_id": -1, "producer_epoch": -1}
         self.send_response(request, header, {"throttle_time_ms": 0, **answer})
 
 

@@ -46,8 +46,8 @@ from kafka_edu.server.topic_config import broker_default_log_config, stored_topi
 from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
 from kafka_edu.server.utils.scheduler import KafkaScheduler
 from kafka_edu.server.zk.zk_client import ConnectionLossError, NodeExistsError, SessionState, ZkError
-from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, ZkUtils, broker_path, create_zk_client, decode_json,
-                                          encode_json, read_znode)
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, ZkUtils, ZnodeDataError, broker_path, create_zk_client,
+                                          decode_json, encode_json, read_znode)
 
 log = logging.getLogger(__name__)
 
@@ -506,7 +506,10 @@ class _ControlledShutdown:
 
     def _request_controlled_shutdown(self) -> list[tuple[str, int]]:
         """One ControlledShutdown request to the current controller: the partitions we still lead."""
-        controller_id = self.zk_utils.get_controller_id()
+        try:
+            controller_id = self.zk_utils.get_controller_id()
+        except ZnodeDataError as exc:
+            raise ControlledShutdownError(str(exc)) from None
         info = None if controller_id is None else self.zk_utils.get_broker_info(controller_id)
         if info is None:
             raise ControlledShutdownError("no controller is registered")

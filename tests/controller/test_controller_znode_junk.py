@@ -17,7 +17,7 @@ from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.kafka_server import CLUSTER_ID_PATH
 from kafka_edu.server.producer_id_manager import PRODUCER_ID_BLOCK_PATH
-from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, CONTROLLER_EPOCH_PATH, DELETE_TOPICS_PATH,
+from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_TOPIC, CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, DELETE_TOPICS_PATH,
                                           ENTITY_CONFIG_CHANGE_PREFIX, ENTITY_CONFIG_CHANGES_PATH,
                                           ISR_CHANGE_NOTIFICATION_PATH, PREFERRED_REPLICA_ELECTION_PATH,
                                           REASSIGN_PARTITIONS_PATH, ZnodeDataError, delete_topic_path,
@@ -168,3 +168,25 @@ def test_an_unreadable_producer_id_block_or_cluster_id_is_named_not_guessed(clus
     zk.zk.set(CLUSTER_ID_PATH, b"{")
     with pytest.raises(ZnodeDataError, match=CLUSTER_ID_PATH):
         cluster.start(3)
+
+
+def test_a_controller_znode_naming_no_broker_holds_the_election_and_nothing_else(cluster):
+    """Junk written into the live controller's /controller changes nothing; a persistent /controller
+    of junk, made by hand, lets a broker start and waits for no controller, until it is deleted."""
+    zk = cluster.zk_utils
+    controller = cluster.controller()
+    zk.zk.set(CONTROLLER_PATH, b"junk")
+    zk.create_topic_assignment("held", {0: [0, 1, 2]})
+    wait_for(lambda: led(cluster, "held", 1), timeout=20, what="held led by the same controller")
+    assert controller.controller.is_active
+    cluster.stop(controller.broker_id)
+    wait_for(lambda: zk.get_controller_id() is not None and zk.get_controller_id() != controller.broker_id,
+             timeout=20, what="a new controller")
+    zk.zk.delete(CONTROLLER_PATH)
+    zk.zk.create(CONTROLLER_PATH, b"junk")                    # persistent, before any broker takes it
+    cluster.start(controller.broker_id)                        # starts, and does not take over
+    assert not any(s.controller.is_active for s in cluster.servers.values())
+    zk.zk.delete(CONTROLLER_PATH)
+    wait_for(lambda: sum(s.controller.is_active for s in cluster.servers.values()) == 1, timeout=20,
+             what="an election once the junk is gone")
+    still_works(cluster, zk.get_controller_id(), "after")

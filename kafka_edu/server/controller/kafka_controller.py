@@ -66,7 +66,13 @@ class _Election:
                 self.on_controller_resignation()
 
     def _elect(self) -> None:
-        if self._shutting_down or self.zk_utils.get_controller_id() is not None:
+        if self._shutting_down:
+            return
+        try:
+            if self.zk_utils.get_controller_id() is not None:
+                return
+        except ZnodeDataError as exc:       # Beyond 0.10: held by someone we cannot name; wait for it to go
+            log.error("%s; no election until it is gone", exc)
             return
         if not self.zk_utils.create_controller_path(self.broker_id):
             return
@@ -83,8 +89,19 @@ class _Election:
                 if self.active:
                     self.on_controller_resignation()
                 self._elect()
-            elif self.active and parse_controller_id(data) != self.broker_id:
+            elif self.active and self._held_by_another(data):
                 self.on_controller_resignation()
+
+    def _held_by_another(self, data: bytes) -> bool:
+        """Whether /controller now names another broker; when its data names no one, whether the
+        znode belongs to another session than ours (someone may only have written into ours)."""
+        try:
+            return read_znode(CONTROLLER_PATH, data, parse_controller_id) != self.broker_id
+        except ZnodeDataError as exc:
+            stat = self.zk_utils.zk.exists(CONTROLLER_PATH)
+            ours = stat is not None and stat.ephemeral_owner == self.zk_utils.zk.session_id
+            log.error("%s; broker %d %s", exc, self.broker_id, "stays controller" if ours else "resigns")
+            return not ours
 
     def _on_session_state(self, state: SessionState) -> None:
         with self.controller_lock:
@@ -101,7 +118,7 @@ class _Election:
         try:
             if self.zk_utils.get_controller_id() == self.broker_id:
                 self.zk_utils.zk.delete(CONTROLLER_PATH)
-        except NoNodeError:
+        except (NoNodeError, ZnodeDataError):
             pass
 
 

@@ -523,7 +523,7 @@ def create_controller_path(self, broker_id: int) -> bool:
 
 def get_controller_id(self) -> int | None:
     data, _ = self.read_data_maybe_null(CONTROLLER_PATH)
-    return parse_controller_id(data) if data is not None else None
+    return read_znode(CONTROLLER_PATH, data, parse_controller_id) if data is not None else None
 
 def get_controller_epoch(self) -> tuple[int, int] | None:
     """(epoch, zk_version) of /controller_epoch, a bare integer; None before the first controller."""

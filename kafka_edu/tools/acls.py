@@ -8,7 +8,7 @@ from kafka_edu.clients.admin import AclBindingFilter, ClusterAdmin
 from kafka_edu.common.acl import CLUSTER, WILDCARD, Acl, Operation, PermissionType, Resource, ResourceType
 from kafka_edu.server.security.authorizer import SimpleAclAuthorizer
 from kafka_edu.server.zk.zk_utils import ZkUtils
-from kafka_edu.tools.cli import UsageError, add_command_config_argument, key_value, run_with_admin
+from kafka_edu.tools.cli import CommandError, UsageError, add_command_config_argument, key_value, run_with_admin
 from kafka_edu.tools.zk_command import run_with_zookeeper
 
 COMMAND = "acls"
@@ -114,7 +114,10 @@ class ZkAcls:
         self.authorizer = authorizer
 
     def add(self, resource: Resource, acls: set[Acl]) -> None:
-        self.authorizer.add_acls(acls, resource)
+        try:
+            self.authorizer.add_acls(acls, resource)
+        except ValueError as exc:                # a name no znode can hold (4.8.5)
+            raise CommandError(str(exc)) from None
 
     def remove(self, resource: Resource, acls: set[Acl]) -> None:
         if acls:

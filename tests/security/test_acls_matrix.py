@@ -314,6 +314,13 @@ def test_an_unreachable_cluster_is_one_line_and_exit_1(where):
     assert status == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
+def test_a_resource_name_no_znode_can_hold_is_one_line_and_exit_1():
+    """Beyond 0.10: `team/app` would be stored two levels down, where a restarted broker never looks."""
+    status, out, err = run_captured([*ZK, "--add", "--allow-principal", "User:bob", "--operation", "Read",
+                                     "--group", "team/app"])
+    assert status == 1 and len(err.strip().splitlines()) == 1 and "cannot have ACLs" in err, err
+
+
 def test_a_commit_to_an_unreadable_topic_is_refused_and_stores_nothing(granted):
     """bob may read the group and `matrix`, not `secret`: his commit to both stores `matrix` only."""
     def commit_both(conn):

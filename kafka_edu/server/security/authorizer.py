@@ -170,6 +170,9 @@ class _AclWrites:
 
     def _update_resource(self, resource: Resource, change: Callable[[frozenset], frozenset]) -> bool:
         """True if the ACLs changed. Retries from a fresh read until its write wins the race."""
+        if "/" in resource.name or resource.name in (".", ".."):    # Beyond 0.10: see the prose above
+            raise ValueError(f"{resource} cannot have ACLs: its name must be one znode under {ACL_PATH}/"
+                             f"{resource.resource_type.text} (no '/', not '.' or '..')")
         path = acl_path(resource.resource_type.text, resource.name)
         zk = self.zk_utils.zk
         while True:

@@ -2,6 +2,9 @@
 formed on the wire, nonsense in every field. Each gets its answer (a produce with acks=0 gets none,
 by design), no handler fails, no broker thread dies, and the broker still serves a client afterwards.
 
+It runs twice: on a broker without an authorizer, and on one whose ACLs refuse the client most of what
+it asks, so that every handler's refusal path meets nonsense too.
+
 Strings are often names the broker knows (a topic, a group), so that requests reach past the first
 lookup. The examples are the same on every run (derandomized), so the test can only fail on a change.
 The inter-broker requests are left out: a random controller epoch may legitimately fence the broker's
@@ -19,6 +22,7 @@ from logged_errors import LoggedErrors
 from hypothesis import strategies as st
 from protocol_strategies import PRIMITIVES, strategy
 
+from kafka_edu.common.acl import CLUSTER, Acl, Operation, PermissionType, Resource
 from kafka_edu.common.protocol import types as T
 from kafka_edu.common.protocol.api_keys import ApiKeys
 
@@ -34,9 +38,18 @@ PRIMITIVES_HERE = {**PRIMITIVES, **NAMES, T.NULLABLE_STRING: st.none() | NAMES[T
 
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    server = start_broker(tmp_path_factory.mktemp("fuzz"), **{"group.initial.rebalance.delay.ms": 0})
+ANONYMOUS_MAY = [(CLUSTER, Operation.CREATE), (CLUSTER, Operation.CLUSTER_ACTION), (Resource.topic("fuzzed"), Operation.ALL),
+                 (Resource.topic("health"), Operation.ALL), (Resource.group("group"), Operation.READ)]
+
+
+@pytest.fixture(scope="module", params=["open", "acls"])
+def broker(tmp_path_factory, request):
+    """Without an authorizer, and with one that lets the (anonymous) client do only ANONYMOUS_MAY, so that
+    most requests also go through a refusal."""
+    acls = {"authorizer.class.name": "SimpleAclAuthorizer"} if request.param == "acls" else {}
+    server = start_broker(tmp_path_factory.mktemp("fuzz"), **{"group.initial.rebalance.delay.ms": 0, **acls})
+    for resource, operation in ANONYMOUS_MAY if acls else []:
+        server.apis.authorizer.add_acls({Acl("User:ANONYMOUS", PermissionType.ALLOW, "*", operation)}, resource)
     with BrokerClient(server.bound_port()) as client:
         client.create_topic("fuzzed")
         client.create_topic("health")
@@ -66,6 +79,8 @@ def bounded(api: ApiKeys, body: dict) -> dict:
 def test_any_well_formed_request_is_answered_and_harms_nothing(broker, api, version, data):
     server, failures, threads = broker
     body = bounded(api, data.draw(strategy(api.request_schema(version), PRIMITIVES_HERE), label="body"))
+    if api is ApiKeys.PRODUCE and server.apis.authorizer is not None:
+        body["acks"] = body["acks"] or 1      # a refused acks=0 produce closes its connection, as in Kafka
     logged = len(failures.messages)
     with BrokerClient(server.bound_port(), timeout=15) as client:
         sent = client.send(api, version, body)

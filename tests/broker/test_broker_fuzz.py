@@ -8,7 +8,7 @@ it asks, so that every handler's refusal path meets nonsense too.
 Strings are often names the broker knows (a topic, a group), so that requests reach past the first
 lookup. The examples are the same on every run (derandomized), so the test can only fail on a change.
 The inter-broker requests are left out: a random controller epoch may legitimately fence the broker's
-own controller (their bad input is tested in tests/controller/test_controller_requests.py).
+own controller (they are fuzzed on a broker of their own in tests/controller/test_inter_broker_fuzz.py).
 """
 from __future__ import annotations
 

@@ -55,6 +55,14 @@ META_PROPERTIES = "meta.properties"
 CLUSTER_ID_PATH = "/cluster/id"
 
 
+def parse_cluster_id(data: bytes) -> str:
+    """The id in `{"version":"1","id":"..."}`; anything but a non-empty string is unreadable."""
+    cluster_id = decode_json(data)["id"]
+    if not isinstance(cluster_id, str) or not cluster_id:
+        raise ValueError(f"not a cluster id: {cluster_id!r}")
+    return cluster_id
+
+
 class BrokerIdentityError(RuntimeError):
     """meta.properties, the configured broker.id and ZooKeeper disagree about who this broker is."""
 
@@ -328,7 +336,7 @@ class _Identity:
             except NodeExistsError:
                 data, _ = self.zk_utils.read_data_maybe_null(CLUSTER_ID_PATH)
         if data is not None:
-            cluster_id = read_znode(CLUSTER_ID_PATH, data, lambda d: str(decode_json(d)["id"]))
+            cluster_id = read_znode(CLUSTER_ID_PATH, data, parse_cluster_id)
         if stored is not None and stored.cluster_id is not None and stored.cluster_id != cluster_id:
             raise BrokerIdentityError(f"the cluster id {cluster_id} in ZooKeeper does not match the cluster id "
                                       f"{stored.cluster_id} in meta.properties: this broker's data belongs to "

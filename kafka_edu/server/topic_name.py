@@ -32,6 +32,12 @@ def legal_topic_name(topic: str) -> bool:
     return True
 
 
+def hostable_topic_name(topic: str) -> bool:
+    """Looser than `legal_topic_name`: a broker still hosts topics named under older rules (0.9 allowed
+    255 characters); it refuses only names that are no single directory of legal characters."""
+    return topic not in (".", "..") and LEGAL_CHARS.fullmatch(topic) is not None
+
+
 def collides(a: str, b: str) -> bool:
     """Would the two topics get the same metric names (`.` and `_` are the same there)?"""
     return a != b and a.replace(".", "_") == b.replace(".", "_")

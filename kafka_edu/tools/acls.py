@@ -120,10 +120,13 @@ class ZkAcls:
             raise CommandError(str(exc)) from None
 
     def remove(self, resource: Resource, acls: set[Acl]) -> None:
-        if acls:
-            self.authorizer.remove_acls(acls, resource)
-        else:
-            self.authorizer.remove_resource(resource)
+        try:
+            if acls:
+                self.authorizer.remove_acls(acls, resource)
+            else:
+                self.authorizer.remove_resource(resource)
+        except ValueError as exc:                # a name that is no ZooKeeper path
+            raise CommandError(str(exc)) from None
 
     def list(self, resource: Resource | None) -> dict[Resource, frozenset]:
         if resource is None:

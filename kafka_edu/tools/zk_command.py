@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 
 from kafka_edu.common.cluster import TopicPartition
 from kafka_edu.server.zk.zk_client import ZkClient, ZkError
-from kafka_edu.server.zk.zk_utils import ZkUtils, create_zk_client, default_embedded_zookeeper
+from kafka_edu.server.zk.zk_utils import ZkUtils, ZnodeDataError, create_zk_client, default_embedded_zookeeper
 from kafka_edu.tools.cli import CommandError, UsageError
 
 EMBEDDED = "embedded"
@@ -37,7 +37,7 @@ def connect_zookeeper(connect: str, timeout_ms: int) -> ZkClient:
 
 def run_with_zookeeper(args, command: Callable[[ZkUtils], int], error_prefix: str) -> int:
     """`command(zk_utils)`'s exit status, or 1 with one line `error_prefix + error` on stderr when
-    ZooKeeper cannot be reached or fails, or the command raises CommandError."""
+    ZooKeeper cannot be reached or fails, holds a znode no tool wrote, or the command raises CommandError."""
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
     try:
@@ -49,7 +49,7 @@ def run_with_zookeeper(args, command: Callable[[ZkUtils], int], error_prefix: st
         return 1
     try:
         return command(ZkUtils(zk))
-    except (CommandError, ZkError) as e:
+    except (CommandError, ZkError, ZnodeDataError) as e:
         print(f"{error_prefix}{e}", file=sys.stderr)
         return 1
     finally:

@@ -63,6 +63,7 @@ def test_any_well_formed_acl_request_is_answered_and_stores_only_what_reads_back
     body = data.draw(strategy(api.request_schema(version), PRIMITIVES_HERE), label="body")
     if data.draw(st.booleans(), label="plausible codes"):
         body = plausible(body, data)
+    logged = len(failures.messages)
     with BrokerClient(server.bound_port(), timeout=15) as client:
         client.call(api, version, body)
         client.call(ApiKeys.DESCRIBE_ACLS, 1, {"resource_type_filter": 1, "resource_name_filter": None,
@@ -72,4 +73,4 @@ def test_any_well_formed_acl_request_is_answered_and_stores_only_what_reads_back
         server.zk_utils.zk.delete(f"{ACL_CHANGES_PATH}/{child}")
     with SimpleAclAuthorizer({}, server.zk_utils) as reloaded:             # what a restarted broker would load
         assert reloaded.get_all_acls() == server.apis.authorizer.get_all_acls()
-    assert failures.messages == []
+    assert failures.messages[logged:] == []

@@ -51,10 +51,13 @@ class NonsenseBroker:
             return {"error_code": 0, "partition_errors": []} if api is ApiKeys.LEADER_AND_ISR else {"error_code": 0}
         return handler
 
-    def register(self, cluster: Cluster) -> None:
-        """A (re)start: a new ZooKeeper session and registration, which the controller handles as one."""
+    def register(self, cluster: Cluster, controller) -> None:
+        """A (re)start: the old session ends and, once the controller has seen broker 9 go, a new one
+        registers it again (a registration replaced before the controller looked would be no restart)."""
         if self.session is not None:
             self.session.zk.close()
+            wait_for(lambda: FAKE not in controller.context.live_or_shutting_down_broker_ids, timeout=20,
+                     what="the controller seeing broker 9 go")
         self.session = ZkUtils(cluster.zookeeper.connect(f"fake-{FAKE}"))
         host, port = self.broker.address
         self.session.register_broker(FAKE, host, port, [f"PLAINTEXT://{host}:{port}"])
@@ -92,7 +95,8 @@ def test_nonsense_answers_cost_the_controller_nothing(cluster, data):
         drawn = data.draw(st.lists(strategy(api.response_schema(version)), min_size=1, max_size=4), label=api.name)
         fake.answers[api] = itertools.cycle(drawn + NOT_A_FRAME)
     fake.sane.clear()
-    fake.register(cluster)
+    controller = cluster.servers[controller_id].controller
+    fake.register(cluster, controller)
     n = next(COUNTER)
     topic, other = f"n{n}", f"ok{n}"
     zk = cluster.zk_utils
@@ -101,7 +105,7 @@ def test_nonsense_answers_cost_the_controller_nothing(cluster, data):
     zk.zk.create(delete_topic_path(topic), b"", makepath=True)
     wait_for(lambda: fake.stops_asked(topic), timeout=20, what="a StopReplica for broker 9")
     fake.sane.set()
-    fake.register(cluster)                     # broker 9 restarts and answers properly: the deletion resumes
+    fake.register(cluster, controller)         # broker 9 restarts and answers properly: the deletion resumes
     wait_for(lambda: zk.zk.exists(topic_path(topic)) is None, timeout=30, what=f"{topic} deleted")
     zk.create_topic_assignment(other, {0: [0, 1], 1: [1, 0]})
     wait_for(lambda: led(cluster, other, 2), timeout=20, what=f"{other} led")

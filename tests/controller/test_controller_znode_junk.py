@@ -172,21 +172,20 @@ def test_an_unreadable_producer_id_block_or_cluster_id_is_named_not_guessed(clus
 
 def test_a_controller_znode_naming_no_broker_holds_the_election_and_nothing_else(cluster):
     """Junk written into the live controller's /controller changes nothing; a persistent /controller
-    of junk, made by hand, lets a broker start and waits for no controller, until it is deleted."""
+    of junk, made by hand while no broker runs, lets a broker start without taking over, until it goes."""
     zk = cluster.zk_utils
     controller = cluster.controller()
     zk.zk.set(CONTROLLER_PATH, b"junk")
     zk.create_topic_assignment("held", {0: [0, 1, 2]})
     wait_for(lambda: led(cluster, "held", 1), timeout=20, what="held led by the same controller")
-    assert controller.controller.is_active
-    cluster.stop(controller.broker_id)
-    wait_for(lambda: zk.get_controller_id() is not None and zk.get_controller_id() != controller.broker_id,
-             timeout=20, what="a new controller")
+    assert controller.controller.is_active and zk.zk.exists(CONTROLLER_PATH).ephemeral_owner != 0
+    for broker_id in list(cluster.servers):
+        cluster.stop(broker_id)
+    zk.zk.create(CONTROLLER_PATH, b"junk")                    # persistent, with no broker to race
+    cluster.start(0)                                           # starts, and does not take over
+    assert not cluster.servers[0].controller.is_active
     zk.zk.delete(CONTROLLER_PATH)
-    zk.zk.create(CONTROLLER_PATH, b"junk")                    # persistent, before any broker takes it
-    cluster.start(controller.broker_id)                        # starts, and does not take over
-    assert not any(s.controller.is_active for s in cluster.servers.values())
-    zk.zk.delete(CONTROLLER_PATH)
-    wait_for(lambda: sum(s.controller.is_active for s in cluster.servers.values()) == 1, timeout=20,
-             what="an election once the junk is gone")
-    still_works(cluster, zk.get_controller_id(), "after")
+    wait_for(lambda: cluster.servers[0].controller.is_active, timeout=20, what="an election once the junk is gone")
+    for broker_id in (1, 2):
+        cluster.start(broker_id)
+    still_works(cluster, 0, "after")

@@ -12,11 +12,11 @@ from logged_errors import LoggedTracebacks
 
 from kafka_edu.common.acl import Acl, Operation, PermissionType, Resource
 from kafka_edu.server.network.request_channel import Session
-from kafka_edu.server.security.authorizer import UNREADABLE, SimpleAclAuthorizer
+from kafka_edu.server.security.authorizer import UNREADABLE, SimpleAclAuthorizer, acls_to_json
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_utils import ACL_CHANGE_PREFIX, ACL_CHANGES_PATH, ZkUtils, acl_path
 
-ALLOW = PermissionType.ALLOW
+ALLOW, DENY = PermissionType.ALLOW, PermissionType.DENY
 JUNK = [b"{", b"[]", b"\xff\xfe", b'{"version":1,"acls":"x"}', b'{"version":1,"acls":[{"principal":5}]}',
         b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Maybe","operation":"Read","host":"*"}]}']
 ALICE = Session("User:alice", "10.0.0.7")
@@ -68,4 +68,21 @@ def test_junk_notifications_are_skipped_and_later_ones_carried_out(zk):
         first.add_acls({Acl("User:bob", ALLOW, "*", Operation.WRITE)}, Resource.topic("later"))
         wait_for(lambda: second.get_acls(Resource.topic("later")), what="a later change on the second broker")
         assert not second.authorize(ALICE, Operation.READ, Resource.topic("damaged"))
+    assert failures.messages == []
+
+
+def test_acls_of_a_name_no_znode_can_hold_are_refused_but_old_ones_still_removed(zk):
+    """Adding ACLs to `team/app` is refused (they would be stored two levels down, where a restarted
+    broker never looks); ones an older tool wrote there, heard of through their notification, still go."""
+    (first_zk, _), failures = zk
+    team = Resource.group("team/app")
+    with SimpleAclAuthorizer(CONFIG, first_zk) as auth:
+        with pytest.raises(ValueError, match="cannot have ACLs"):
+            auth.add_acls({Acl("User:bob", ALLOW, "*", Operation.READ)}, team)
+        first_zk.zk.create(acl_path("Group", "team/app"), acls_to_json({Acl("User:bob", DENY, "*", Operation.READ)}),
+                           makepath=True)
+        first_zk.zk.create(f"{ACL_CHANGES_PATH}/{ACL_CHANGE_PREFIX}", b"Group:team/app", sequential=True)
+        wait_for(lambda: auth.get_acls(team), what="the old tool's ACL heard of")
+        assert auth.remove_resource(team) and auth.get_acls(team) == frozenset()
+        assert first_zk.zk.exists(acl_path("Group", "team/app")) is None
     assert failures.messages == []

@@ -160,6 +160,14 @@ def test_refused_changes_are_one_line_and_status_1(chroot, argv, message):
     assert zk_utils.zk.get_children("/config/changes") == []
 
 
+@pytest.mark.parametrize("action", [["--describe"], ["--alter", "--add-config", "retention.ms=1"]])
+def test_a_damaged_entry_is_one_line_and_status_1(chroot, action):
+    zk_utils, connect = chroot
+    zk_utils.zk.create("/config/topics/orders", b"{", makepath=True)
+    status, out, err = configs("--zookeeper", connect, "--entity-type", "topics", "--entity-name", "orders", *action)
+    assert (status, out) == (1, "") and len(err.splitlines()) == 1 and "/config/topics/orders: cannot read" in err, err
+
+
 def test_broker_configs_are_the_replication_throttle_rates(chroot):
     """Beyond 0.10 (0.10.1): `--entity-type brokers` takes the two throttle rates, in bytes per second."""
     zk_utils, connect = chroot

@@ -28,7 +28,7 @@ from kafka_edu.server.zk.zk_utils import (BROKER_IDS_PATH, BROKER_TOPICS_PATH, C
                                           CONTROLLER_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
                                           PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
                                           LeaderAndIsr, LeaderIsrAndControllerEpoch, delete_topic_path,
-                                          ZnodeDataError, parse_controller_id, parse_partitions_json,
+                                          ZnodeDataError, parse_partitions_json,
                                           parse_reassignment_json, read_znode, topic_partition_leader_and_isr_path,
                                           topic_path)
 
@@ -89,19 +89,14 @@ class _Election:
                 if self.active:
                     self.on_controller_resignation()
                 self._elect()
-            elif self.active and self._held_by_another(data):
+            elif self.active and not self._holds_controller_znode():
                 self.on_controller_resignation()
 
-    def _held_by_another(self, data: bytes) -> bool:
-        """Whether /controller now names another broker; when its data names no one, whether the
-        znode belongs to another session than ours (someone may only have written into ours)."""
-        try:
-            return read_znode(CONTROLLER_PATH, data, parse_controller_id) != self.broker_id
-        except ZnodeDataError as exc:
-            stat = self.zk_utils.zk.exists(CONTROLLER_PATH)
-            ours = stat is not None and stat.ephemeral_owner == self.zk_utils.zk.session_id
-            log.error("%s; broker %d %s", exc, self.broker_id, "stays controller" if ours else "resigns")
-            return not ours
+    def _holds_controller_znode(self) -> bool:
+        """Whether /controller is our session's ephemeral znode: what it says is beside the point, since
+        someone may have written anything into it."""
+        stat = self.zk_utils.zk.exists(CONTROLLER_PATH)
+        return stat is not None and stat.ephemeral_owner == self.zk_utils.zk.session_id
 
     def _on_session_state(self, state: SessionState) -> None:
         with self.controller_lock:
@@ -116,9 +111,9 @@ class _Election:
     def _resign(self) -> None:
         self.on_controller_resignation()
         try:
-            if self.zk_utils.get_controller_id() == self.broker_id:
+            if self._holds_controller_znode():
                 self.zk_utils.zk.delete(CONTROLLER_PATH)
-        except (NoNodeError, ZnodeDataError):
+        except NoNodeError:
             pass
 
 
@@ -143,17 +138,22 @@ class _ControllerEpoch:
         self.context.epoch, self.context.epoch_zk_version = epoch, version
 
     def _read_controller_epoch(self) -> tuple[int, int] | None:
-        """(epoch, znode version), or None before the first controller; an unreadable znode counts as
-        holding the newest epoch this broker has accepted."""
+        """(epoch, znode version) from one read, or None before the first controller; an unreadable
+        znode counts as holding the newest epoch to be found elsewhere."""
+        data, stat = self.zk_utils.read_data_maybe_null(CONTROLLER_EPOCH_PATH)
+        if data is None:
+            return None
         try:
-            return self.zk_utils.get_controller_epoch()
+            return read_znode(CONTROLLER_EPOCH_PATH, data, int), stat.version
         except ZnodeDataError as exc:
-            stat = self.zk_utils.zk.exists(CONTROLLER_EPOCH_PATH)
-            if stat is None:
-                raise ControllerMovedError("/controller_epoch went away while it was read") from None
-            accepted = self.replica_manager.controller_epoch
-            log.error("%s; going on from epoch %d, the newest this broker has accepted", exc, accepted)
-            return accepted, stat.version
+            newest = self._newest_epoch_seen()
+            log.error("%s; going on from epoch %d, the newest this broker or a partition state knows", exc, newest)
+            return newest, stat.version
+
+    def _newest_epoch_seen(self) -> int:
+        """The newest controller epoch this broker accepted, or that wrote a partition state."""
+        states = (self.zk_utils.get_leader_and_isr(tp.topic, tp.partition) for tp in self.zk_utils.get_all_partitions())
+        return max([self.replica_manager.controller_epoch, *(s.controller_epoch for s in states if s is not None)])
 
 
 # %% book/ch4_server/0605_kafka_controller.ipynb 714791c9

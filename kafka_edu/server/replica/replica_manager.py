@@ -30,7 +30,7 @@ from kafka_edu.server.replica.replica_fetcher_manager import ReplicaFetcherManag
 from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotaManager, ReplicationQuotas
 from kafka_edu.server.topic_config import broker_default_log_config, stored_topic_overrides, topic_log_config
-from kafka_edu.server.topic_name import legal_topic_name
+from kafka_edu.server.topic_name import hostable_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ class _ReplicaManagerCore:
 # %% book/ch4_server/0501_replica_manager.ipynb 53f5e53e
 def unhostable(topic_partition: tuple[str, int]) -> Errors | None:
     """Beyond 0.10: why no log can hold this partition (an illegal topic name, a negative partition), if so."""
-    if not legal_topic_name(topic_partition[0]):
+    if not hostable_topic_name(topic_partition[0]):
         return Errors.INVALID_TOPIC_EXCEPTION
     return Errors.UNKNOWN_TOPIC_OR_PARTITION if topic_partition[1] < 0 else None
 

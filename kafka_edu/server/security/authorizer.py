@@ -89,7 +89,7 @@ class _AclCache:
         try:
             return VersionedAcls(read_znode(path, data, acls_from_json), stat.version)
         except ZnodeDataError as exc:
-            log.error("%s; %s is closed to all but super users until its ACLs are rewritten", exc, resource)
+            log.error("%s; %s is closed to all but super users until that Deny All is removed", exc, resource)
             return VersionedAcls(UNREADABLE, stat.version)
 
     def _refresh(self, resource: Resource) -> None:
@@ -157,6 +157,9 @@ class _AclWrites:
     """Adding and removing ACLs: compare-and-set on the resource's znode, then a notification (mixin)."""
 
     def add_acls(self, acls: Iterable[Acl], resource: Resource) -> bool:
+        if "/" in resource.name or resource.name in (".", ".."):    # Beyond 0.10: see the prose above
+            raise ValueError(f"{resource} cannot have ACLs: its name must be one znode under {ACL_PATH}/"
+                             f"{resource.resource_type.text} (no '/', not '.' or '..')")
         wanted = frozenset(acls)
         return self._update_resource(resource, lambda current: current | wanted)
 
@@ -170,9 +173,6 @@ class _AclWrites:
 
     def _update_resource(self, resource: Resource, change: Callable[[frozenset], frozenset]) -> bool:
         """True if the ACLs changed. Retries from a fresh read until its write wins the race."""
-        if "/" in resource.name or resource.name in (".", ".."):    # Beyond 0.10: see the prose above
-            raise ValueError(f"{resource} cannot have ACLs: its name must be one znode under {ACL_PATH}/"
-                             f"{resource.resource_type.text} (no '/', not '.' or '..')")
         path = acl_path(resource.resource_type.text, resource.name)
         zk = self.zk_utils.zk
         while True:

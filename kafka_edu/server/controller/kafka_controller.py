@@ -28,7 +28,7 @@ from kafka_edu.server.zk.zk_utils import (BROKER_IDS_PATH, BROKER_TOPICS_PATH, C
                                           CONTROLLER_PATH, DELETE_TOPICS_PATH, ISR_CHANGE_NOTIFICATION_PATH,
                                           PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH,
                                           LeaderAndIsr, LeaderIsrAndControllerEpoch, delete_topic_path,
-                                          ZnodeDataError, parse_partitions_json,
+                                          ZnodeDataError, parse_controller_id, parse_partitions_json,
                                           parse_reassignment_json, read_znode, topic_partition_leader_and_isr_path,
                                           topic_path)
 
@@ -89,14 +89,19 @@ class _Election:
                 if self.active:
                     self.on_controller_resignation()
                 self._elect()
-            elif self.active and not self._holds_controller_znode():
+            elif self.active and not self._holds_controller_znode(data):
                 self.on_controller_resignation()
 
-    def _holds_controller_znode(self) -> bool:
-        """Whether /controller is our session's ephemeral znode: what it says is beside the point, since
-        someone may have written anything into it."""
-        stat = self.zk_utils.zk.exists(CONTROLLER_PATH)
-        return stat is not None and stat.ephemeral_owner == self.zk_utils.zk.session_id
+    def _holds_controller_znode(self, data: bytes | None = None) -> bool:
+        """Whether /controller (`data`, or read now) is ours: by the broker id it names, as in 0.10; when
+        it names no one, by whether our session owns the ephemeral znode someone wrote into."""
+        if data is None and (data := self.zk_utils.read_data_maybe_null(CONTROLLER_PATH)[0]) is None:
+            return False
+        try:
+            return read_znode(CONTROLLER_PATH, data, parse_controller_id) == self.broker_id
+        except ZnodeDataError:
+            stat = self.zk_utils.zk.exists(CONTROLLER_PATH)
+            return stat is not None and stat.ephemeral_owner == self.zk_utils.zk.session_id
 
     def _on_session_state(self, state: SessionState) -> None:
         with self.controller_lock:

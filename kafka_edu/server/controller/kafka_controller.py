@@ -46,6 +46,7 @@ class BrokerNotAvailableError(Exception):
     Its own type, so that a KeyError from a bug is never mistaken for it."""
 
 
+# %% book/ch4_server/0605_kafka_controller.ipynb ce3e5854
 class _Election:
     """Becoming controller, and stopping being one (mixin of `KafkaController`)."""
 

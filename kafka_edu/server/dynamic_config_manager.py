@@ -6,10 +6,10 @@ import logging
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.log.log_manager import LogManager
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
-from kafka_edu.server.topic_config import topic_log_config
+from kafka_edu.server.topic_config import stored_overrides, topic_log_config
 from kafka_edu.server.zk.change_notification_listener import CHANGE_EXPIRATION_MS, ZkNodeChangeNotificationListener
 from kafka_edu.server.zk.zk_utils import (CONFIG_TYPE_BROKER, CONFIG_TYPE_TOPIC, ENTITY_CONFIG_CHANGE_PREFIX,
-                                          ENTITY_CONFIG_CHANGES_PATH, ZkUtils, ZnodeDataError, decode_json)
+                                          ENTITY_CONFIG_CHANGES_PATH, ZkUtils, decode_json)
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,7 @@ class DynamicConfigManager:
     def startup(self) -> None:
         for entity_type, handler in self.handlers.items():
             for name in self.zk_utils.get_all_entities_with_config(entity_type):
-                try:
-                    overrides = self.zk_utils.fetch_entity_config(entity_type, name)
-                except ZnodeDataError as exc:       # one damaged entry must not stop the broker's start
-                    log.error("ignoring the config overrides of %s %s: %s", entity_type, name, exc)
-                    continue
-                handler.process_config_changes(name, overrides)
+                handler.process_config_changes(name, stored_overrides(self.zk_utils, entity_type, name))
         self.listener.init()
 
     def shutdown(self) -> None:

@@ -42,7 +42,7 @@ from kafka_edu.server.replica.metadata_cache import MetadataCache
 from kafka_edu.server.replica.replica_manager import ReplicaManager
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
 from kafka_edu.server.security.credential_provider import ZkScramCredentials
-from kafka_edu.server.topic_config import broker_default_log_config, stored_topic_overrides, topic_log_config
+from kafka_edu.server.topic_config import broker_default_log_config, stored_overrides, topic_log_config
 from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
 from kafka_edu.server.utils.scheduler import KafkaScheduler
 from kafka_edu.server.zk.zk_client import ConnectionLossError, NodeExistsError, SessionState, ZkError
@@ -398,7 +398,7 @@ class _Storage:
     def _create_log_manager(self) -> LogManager:
         config = self.config
         defaults = broker_default_log_config(config)
-        topic_configs = {t: topic_log_config(defaults, stored_topic_overrides(self.zk_utils, t), t)
+        topic_configs = {t: topic_log_config(defaults, stored_overrides(self.zk_utils, CONFIG_TYPE_TOPIC, t), t)
                          for t in self.zk_utils.get_all_entities_with_config(CONFIG_TYPE_TOPIC)}
         cleaner = CleanerConfig(num_threads=config["log.cleaner.threads"],
                                 dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],

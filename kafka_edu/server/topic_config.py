@@ -6,7 +6,7 @@ import logging
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.log.errors import ConfigError
 from kafka_edu.server.log.log_config import LogConfig
-from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZnodeDataError
+from kafka_edu.server.zk.zk_utils import ZnodeDataError
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,11 @@ def topic_log_config(defaults: LogConfig, overrides: dict[str, str], topic: str 
         return defaults
 
 
-def stored_topic_overrides(zk_utils, topic: str) -> dict[str, str]:
-    """`/config/topics/<topic>` as the broker uses it: overrides that do not read as JSON count as
-    none (logged), for the same reason as bad values above."""
+def stored_overrides(zk_utils, entity_type: str, name: str) -> dict[str, str]:
+    """`/config/<entity_type>/<name>` as the broker uses it: overrides that do not read as JSON count
+    as none (logged), for the same reason as bad values above."""
     try:
-        return zk_utils.fetch_entity_config(CONFIG_TYPE_TOPIC, topic)
+        return zk_utils.fetch_entity_config(entity_type, name)
     except ZnodeDataError as exc:
-        log.error("ignoring the config overrides of topic %s: %s", topic, exc)
+        log.error("ignoring the config overrides of %s %s: %s", entity_type, name, exc)
         return {}

@@ -30,7 +30,7 @@ from kafka_edu.server.replica.replica_manager import (INTERNAL_TOPICS, FetchPart
 from kafka_edu.common.acl import (ANY_CODE, CLUSTER, LITERAL_PATTERN, MATCH_PATTERN, PREFIXED_PATTERN, Acl, Operation,
                                   PermissionType, Resource, ResourceType)
 from kafka_edu.server.security.authorizer import authorizer_from_config
-from kafka_edu.server.topic_config import TOPIC_CONFIG_SYNONYMS, stored_topic_overrides, topic_log_config
+from kafka_edu.server.topic_config import TOPIC_CONFIG_SYNONYMS, stored_overrides, topic_log_config
 from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, ZnodeDataError
 
 log = logging.getLogger(__name__)
@@ -507,7 +507,7 @@ def _config_entry(self, name, value, source, read_only, chain) -> dict:
             "synonyms": [{"name": n, "value": _config_text(v), "source": s} for n, v, s in chain]}
 
 def _topic_configs(self, topic: str, synonyms: bool) -> list[dict]:
-    overrides = stored_topic_overrides(self.zk_utils, topic)
+    overrides = stored_overrides(self.zk_utils, CONFIG_TYPE_TOPIC, topic)
     effective = topic_log_config(self.replica_manager.default_log_config, overrides, topic).to_props()
     entries = []
     for name in sorted(effective):

@@ -3,8 +3,8 @@
 # %% book/ch4_server/0603_partition_state_machine.ipynb 6d082a38
 import logging
 
-from kafka_edu.server.topic_config import stored_topic_overrides, topic_log_config
-from kafka_edu.server.zk.zk_utils import LeaderAndIsr
+from kafka_edu.server.topic_config import stored_overrides, topic_log_config
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC, LeaderAndIsr
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class OfflinePartitionLeaderSelector(PartitionLeaderSelector):
 def unclean_election_lookup(zk_utils, default_log_config):
     """The topic's unclean.leader.election.enable: its ZooKeeper override, else the broker's setting."""
     def enabled(topic: str) -> bool:
-        overrides = stored_topic_overrides(zk_utils, topic)
+        overrides = stored_overrides(zk_utils, CONFIG_TYPE_TOPIC, topic)
         return topic_log_config(default_log_config, overrides, topic).unclean_leader_election_enable
     return enabled
 

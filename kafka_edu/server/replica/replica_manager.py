@@ -29,7 +29,8 @@ from kafka_edu.server.replica.partition import Partition, PartitionState
 from kafka_edu.server.replica.replica_fetcher_manager import ReplicaFetcherManager
 from kafka_edu.server.replica.replica_fetcher_thread import BrokerEndPoint
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotaManager, ReplicationQuotas
-from kafka_edu.server.topic_config import broker_default_log_config, stored_topic_overrides, topic_log_config
+from kafka_edu.server.zk.zk_utils import CONFIG_TYPE_TOPIC
+from kafka_edu.server.topic_config import broker_default_log_config, stored_overrides, topic_log_config
 from kafka_edu.server.topic_name import hostable_topic_name
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,8 @@ class _ReplicaManagerCore:
             return partition
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        return topic_log_config(self.default_log_config, stored_topic_overrides(self.zk_utils, topic), topic)
+        return topic_log_config(self.default_log_config, stored_overrides(self.zk_utils, CONFIG_TYPE_TOPIC, topic),
+                                topic)
 
     def checkpointed_high_watermark(self, log, topic_partition: tuple[str, int]) -> int:
         checkpoint = self.high_watermark_checkpoints.get(os.path.dirname(log.dir))

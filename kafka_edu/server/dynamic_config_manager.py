@@ -23,10 +23,7 @@ class TopicConfigHandler:
 
     def process_config_changes(self, topic: str, overrides: dict[str, str]) -> None:
         config = topic_log_config(self.log_manager.default_config, overrides, topic)
-        self.log_manager.topic_configs[topic] = config
-        for topic_log in self.log_manager.all_logs():
-            if topic_log.topic_partition[0] == topic:
-                topic_log.config = config
+        self.log_manager.update_topic_config(topic, config)
         if self.quotas is not None:
             self.quotas.apply_topic_config(topic, config, self.broker_id)
         log.info("applied the config overrides of topic %s: %s", topic, overrides)

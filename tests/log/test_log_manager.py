@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -125,6 +126,22 @@ def test_halt_leaves_no_marker_no_fresh_checkpoint_and_releases_the_locks(tmp_pa
     assert BrokerStates.RECOVERING_FROM_UNCLEAN_SHUTDOWN in state.history
     assert sorted(lg.log_end_offset for lg in restarted.all_logs()) == [50, 50]
     restarted.shutdown()
+
+
+def test_a_config_change_during_a_log_creation_reaches_the_new_log(tmp_path, clock):
+    """The config read for a new log (a function, called under the creation lock) and a change landing
+    meanwhile: the change waits for the log, then applies to it (before, the log kept the old config)."""
+    manager = manager_for([tmp_path / "a"], clock)
+    change = threading.Thread(target=manager.update_topic_config, args=("t", LogConfig(retention_ms=5)))
+
+    def read_before_the_change() -> LogConfig:
+        change.start()
+        time.sleep(0.2)                                  # the change is now waiting for the lock
+        return LogConfig(retention_ms=7)
+    log = manager.create_log("t", 0, read_before_the_change)
+    change.join(5)
+    assert log.config.retention_ms == 5 and manager.config_for("t").retention_ms == 5
+    assert manager.create_log("t", 1).config.retention_ms == 5
 
 
 def test_directory_lock_and_placement(tmp_path, clock):

@@ -6,6 +6,7 @@ import fcntl
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.broker_states import BrokerState, BrokerStates
@@ -215,19 +216,30 @@ class _Partitions:
         """The directory holding the fewest logs (the first such one in `log.dirs` order)."""
         return min(self.log_dirs, key=lambda d: self._logs_per_dir[d])
 
-    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The log of a partition, created empty in the least loaded directory if it is new."""
+    def create_log(self, topic: str, partition: int,
+                   config: LogConfig | Callable[[], LogConfig] | None = None) -> Log:
+        """The log of a partition, created empty in the least loaded directory if it is new. `config`
+        may be a function that reads it: called under the creation lock, so that no
+        `update_topic_config` falls between reading the topic's config and creating its log."""
         with self._creation_lock:
             existing = self._logs.get((topic, partition))
             if existing is not None:
                 return existing
             if config is not None:
-                self.topic_configs[topic] = config
+                self.topic_configs[topic] = config() if callable(config) else config
             path = os.path.join(self._next_log_dir(), log_dir_name(topic, partition))
             log = Log(path, self.config_for(topic), 0, self.scheduler, self.time, self.metrics)
             self._add_log((topic, partition), log)
             logger.info("created log for partition [%s,%d] in %s", topic, partition, os.path.dirname(path))
             return log
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's new config, for its live logs and the ones created later (under the creation lock)."""
+        with self._creation_lock:
+            self.topic_configs[topic] = config
+            for (log_topic, _), log in self._logs.items():
+                if log_topic == topic:
+                    log.config = config
 
     def delete_log(self, topic: str, partition: int) -> None:
         with self._creation_lock:

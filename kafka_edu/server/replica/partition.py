@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0501_replica_manager.ipynb ee424aae
 import collections
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -158,8 +159,8 @@ class _PartitionCore:
                 return replica
             if replica_id == self.local_broker_id:
                 manager = self.replica_manager
-                log = manager.log_manager.create_log(self.topic, self.partition_id,
-                                                     manager.topic_log_config(self.topic))
+                log = manager.log_manager.create_log(self.topic, self.partition_id,      # read under its lock
+                                                     functools.partial(manager.topic_log_config, self.topic))
                 checkpointed = manager.checkpointed_high_watermark(log, self.topic_partition)
                 replica = Replica(replica_id, self.topic_partition, self.time, log,
                                   min(checkpointed, log.log_end_offset))

@@ -306,3 +306,42 @@ def test_acknowledged_records_survive_repeated_kills(cluster, kcat, victim_kind)
     for broker in cluster.brokers:
         assert metadata_by_kcat(kcat, broker.bootstrap, topic) == expected
         assert metadata_by_kafka_python(broker.bootstrap, topic) == expected
+
+
+@pytest.mark.parametrize("victim_kind", ["leader", "follower"])
+def test_a_broker_whose_disk_refuses_a_write_halts_and_the_cluster_loses_nothing(cluster, victim_kind):
+    """4.5.1: a leader whose append fails in the operating system (here: a file-size limit set on the
+    process, EFBIG) halts, as 0.10 does, so leadership moves to a replica whose disk works; a follower
+    whose append fails halts too. Every acknowledged record is then read back exactly once, in order,
+    and the halted broker, restarted, catches up. Before, the leader answered every produce with
+    UNKNOWN_SERVER_ERROR and kept its leadership: nothing could be written to the partition."""
+    create_topic(cluster, "disk", 1)
+    lead = leader(cluster, "disk", 0)
+    victim = lead if victim_kind == "leader" else next(b.broker_id for b in cluster.brokers if b.broker_id != lead)
+    broker = cluster.brokers[victim]
+    sender = producer(cluster, **{"max.in.flight.requests.per.connection": 1})   # see producer_watching_its_epoch
+    acked, failed = [], []
+
+    def delivered(err, msg):
+        (failed if err else acked).append(msg.value())
+
+    def send(values):
+        for value in values:
+            sender.produce("disk", value, on_delivery=delivered)
+            sender.poll(0)
+
+    values = [f"{i:08d}".encode().ljust(1000, b".") for i in range(6000)]
+    send(values[:2000])
+    assert sender.flush(60) == 0 and len(acked) == 2000
+    segment = broker.log_dir / "disk-0" / "00000000000000000000.log"
+    broker.limit_file_size(max(segment.stat().st_size, (broker.workdir / "broker.log").stat().st_size) + 300_000)
+    send(values[2000:])
+    assert broker.proc.wait(60) == 1
+    reason = ("unrecoverable I/O error while handling produce request: I/O error in append to log disk-0"
+              if victim_kind == "leader" else "disk error while replicating data for ('disk', 0): I/O error in append")
+    assert f"halting: {reason}" in broker.output()
+    assert sender.flush(120) == 0 and not failed and len(acked) == len(values)
+    assert leader(cluster, "disk", 0) != victim
+    cluster.restart(victim)
+    wait_full_isr(cluster, "disk", 1)
+    assert read_all(cluster, "disk", 1)[0] == acked

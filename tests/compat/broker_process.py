@@ -1,6 +1,7 @@
 """A kafka-edu broker started as its own process, the way a user starts it (`kafka-edu server-start`)."""
 from __future__ import annotations
 
+import resource
 import signal
 import socket
 import subprocess
@@ -106,6 +107,12 @@ class BrokerProcess:
             self.log.close()
             return self.proc.returncode
         return None
+
+    def limit_file_size(self, limit: int) -> None:
+        """A disk that refuses writes: from now on, any write of this process that would take a file past
+        `limit` bytes fails (RLIMIT_FSIZE, soft limit only; Python turns it into EFBIG, not a signal)."""
+        _, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (limit, hard))
 
     def kill(self) -> None:
         """SIGKILL: no shutdown of any kind."""

@@ -10,6 +10,10 @@ class KafkaStorageError(Exception):
     error_code = -1  # UNKNOWN
 
 
+class LogIOError(KafkaStorageError):
+    """The operating system failed a write to a log's files (a full disk, a failing device).
+    0.10's KafkaStorageException: the broker halts on it rather than serve from a log it cannot trust."""
+
 class ConfigError(KafkaStorageError, ValueError):
     """A log config key with a bad value (INVALID_CONFIG)."""
 

@@ -2,6 +2,7 @@
 # Edit the notebook, then run `make tangle`.
 # %% book/ch4_server/0306_log.ipynb 25ca103d
 import bisect
+import errno
 import logging
 import os
 import random
@@ -11,8 +12,8 @@ from collections.abc import Callable
 
 from kafka_edu.common.metrics.metrics_group import KafkaMetricsGroup
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
-from kafka_edu.server.log.errors import (CorruptIndexError, InvalidOffsetError, KafkaStorageError, OffsetOutOfRangeError,
-                                         RecordBatchTooLargeError, RecordTooLargeError)
+from kafka_edu.server.log.errors import (CorruptIndexError, InvalidOffsetError, KafkaStorageError, LogIOError,
+                                         OffsetOutOfRangeError, RecordBatchTooLargeError, RecordTooLargeError)
 from kafka_edu.server.log.file_records import iter_log_entries
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.log_files import (CLEAN_SHUTDOWN_FILE, CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX,
@@ -186,12 +187,17 @@ class _Appending:
             if len(data) > config.segment_bytes:
                 raise RecordBatchTooLargeError(f"append of {len(data)} bytes exceeds segment.bytes "
                                                f"{config.segment_bytes}")
-            segment = self._maybe_roll(len(data))
-            segment.append(info.first_offset, info.last_offset, info.max_timestamp,
-                           info.offset_of_max_timestamp, data)
-            self._update_log_end_offset(info.last_offset + 1)
-            if self.unflushed_messages >= config.flush_messages:
-                self.flush()
+            try:
+                segment = self._maybe_roll(len(data))
+                segment.append(info.first_offset, info.last_offset, info.max_timestamp,
+                               info.offset_of_max_timestamp, data)
+                self._update_log_end_offset(info.last_offset + 1)
+                if self.unflushed_messages >= config.flush_messages:
+                    self.flush()
+            except OSError as exc:
+                if exc.errno == errno.EBADF:    # closed under us (a deletion, a stop): not the disk's doing
+                    raise KafkaStorageError(f"{self.name} was closed during an append") from exc
+                raise LogIOError(f"I/O error in append to log {self.name}: {exc}") from exc
         return info
 
     def _maybe_roll(self, size: int) -> LogSegment:

@@ -14,6 +14,7 @@ from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import Time
 from kafka_edu.server.inter_broker_security import inter_broker_channel_builder
 from kafka_edu.server.kafka_config import KafkaConfig
+from kafka_edu.server.log.errors import LogIOError
 from kafka_edu.server.epoch.leader_epoch_file_cache import (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
                                                            EpochEndOffset)
 from kafka_edu.server.replica.abstract_fetcher_thread import AbstractFetcherThread, FetchGate, FetchRequest
@@ -155,7 +156,11 @@ class _ReplicaFetcherProcessing:
         if fetch_offset != log_end:
             raise RuntimeError(f"offset mismatch for {topic_partition}: fetched at {fetch_offset}, "
                                f"but the local log ends at {log_end}")
-        new_offset = partition.append_records_to_follower(data.records, data.high_watermark)
+        try:
+            new_offset = partition.append_records_to_follower(data.records, data.high_watermark)
+        except LogIOError as exc:               # as 0.10: a follower whose disk fails stops
+            self.replica_manager.halt(f"disk error while replicating data for {topic_partition}: {exc}")
+            raise
         self.lag[topic_partition] = max(0, data.high_watermark - new_offset)
         quota = self.replica_manager.quotas.follower
         if quota.is_throttled(topic_partition):

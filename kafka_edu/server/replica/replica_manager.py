@@ -18,7 +18,7 @@ from kafka_edu.common.record import errors as record_errors
 from kafka_edu.common.utils.time import SYSTEM_TIME, Time
 from kafka_edu.server.epoch.leader_epoch_file_cache import EpochEndOffset, truncates_by_leader_epoch
 from kafka_edu.server.kafka_config import KafkaConfig
-from kafka_edu.server.log.errors import KafkaStorageError
+from kafka_edu.server.log.errors import KafkaStorageError, LogIOError
 from kafka_edu.server.log.log_config import LogConfig
 from kafka_edu.server.log.log_offset_metadata import FetchDataInfo
 from kafka_edu.server.log.offset_checkpoint import OffsetCheckpoint
@@ -44,7 +44,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def halt_process(reason: str) -> None:
-    """Kafka's `System.exit(1)` when a follower must not choose between two logs."""
+    """Kafka's `Runtime.halt(1)`: a follower must not choose between two logs, or a disk failed a write."""
     log.critical("halting: %s", reason)
     os._exit(1)
 
@@ -452,6 +452,10 @@ class _Appending:
                 if partition is None:
                     raise Errors.UNKNOWN_TOPIC_OR_PARTITION.exception(f"{tp[0]}-{tp[1]} is not hosted here")
                 result = partition.append_records_to_leader(records, required_acks)
+            except LogIOError as exc:           # as 0.10: the log can no longer be trusted, nor this broker
+                self.halt(f"unrecoverable I/O error while handling produce request: {exc}")
+                results[tp] = (PartitionResponse(Errors.UNKNOWN_SERVER_ERROR), -1)    # if halt returns (in-process)
+                continue
             except Exception as exc:
                 error = error_for_exception(exc)
                 level = logging.ERROR if error is Errors.UNKNOWN_SERVER_ERROR else logging.DEBUG

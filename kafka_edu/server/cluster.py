@@ -74,7 +74,7 @@ class _Membership:
                 del self.ports[broker_id]
                 server = KafkaServer(self.config(broker_id), self.time, embedded_zookeeper=self.zookeeper)
                 server.startup()
-            server.replica_manager.halt = lambda reason, b=broker_id: self._halt(b, reason)
+            server.replica_manager.halt = lambda reason, s=server, b=broker_id: self._halt(s, b, reason)
             self._servers[broker_id] = server
             self.ports[broker_id] = server.bound_port(self.protocol)
             self.halted.pop(broker_id, None)
@@ -139,11 +139,19 @@ class _Faults:
                 self._servers[broker_id].kill()
             return self.start_broker(broker_id)
 
-    def _halt(self, broker_id: int, reason: str) -> None:
-        """The replica manager's halt (Kafka's System.exit): here a hard kill of that broker only.
-        It runs on the thread that found the problem, so the kill runs on a thread of its own."""
-        self.halted[broker_id] = reason
-        threading.Thread(target=self.kill, args=(broker_id,), name=f"halt-broker-{broker_id}", daemon=True).start()
+    def _halt(self, server: KafkaServer, broker_id: int, reason: str) -> None:
+        """The replica manager's halt (Kafka's Runtime.halt): here a hard kill of that broker only.
+        It runs on the thread that found the problem, so the kill runs on a thread of its own. A halt
+        that arrives late, once the broker was restarted, leaves the new server alone."""
+        if self._servers.get(broker_id) is server:
+            self.halted[broker_id] = reason
+        threading.Thread(target=self._kill_if_current, args=(server, broker_id), name=f"halt-broker-{broker_id}",
+                         daemon=True).start()
+
+    def _kill_if_current(self, server: KafkaServer, broker_id: int) -> None:
+        with self._lock:
+            if self._servers.get(broker_id) is server:
+                server.kill()
 
     def pause_fetchers(self, broker_id: int, timeout_s: float = 10) -> bool:
         """No fetch request leaves this broker until `resume_fetchers`; True once none is in flight."""

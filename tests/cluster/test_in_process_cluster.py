@@ -196,3 +196,14 @@ def test_a_restarted_follower_catches_up_and_rejoins_the_isr(make_cluster):
     assert log.log_end_offset == 5
     with BrokerClient(cluster.ports[0]) as client:
         assert values_of(client.fetch("rejoin", 0, 0).records) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_a_late_halt_leaves_the_restarted_broker_alone(make_cluster):
+    cluster = make_cluster(2)
+    old_halt = cluster.broker(1).replica_manager.halt
+    old_halt("first")
+    cluster.wait_until(lambda: cluster.live_brokers == [0], what="broker 1 halted")
+    cluster.restart(1)
+    old_halt("late: queued behind the first")           # the killed server's hook, called once more
+    time.sleep(0.5)
+    assert cluster.live_brokers == [0, 1] and cluster.halted == {}

@@ -338,7 +338,7 @@ def test_a_broker_whose_disk_refuses_a_write_halts_and_the_cluster_loses_nothing
     send(values[2000:])
     assert broker.proc.wait(60) == 1
     reason = ("unrecoverable I/O error while handling produce request: I/O error in append to log disk-0"
-              if victim_kind == "leader" else "disk error while replicating data for ('disk', 0): I/O error in append")
+              if victim_kind == "leader" else "disk error while replicating data for disk-0: I/O error in append to log disk-0")
     assert f"halting: {reason}" in broker.output()
     assert sender.flush(120) == 0 and not failed and len(acked) == len(values)
     assert leader(cluster, "disk", 0) != victim

@@ -11,8 +11,9 @@ class KafkaStorageError(Exception):
 
 
 class LogIOError(KafkaStorageError):
-    """The operating system failed a write to a log's files (a full disk, a failing device).
+    """The operating system failed a write of an append (a full disk, a failing device, ...).
     0.10's KafkaStorageException: the broker halts on it rather than serve from a log it cannot trust."""
+
 
 class ConfigError(KafkaStorageError, ValueError):
     """A log config key with a bad value (INVALID_CONFIG)."""

@@ -195,7 +195,7 @@ class _Appending:
                 if self.unflushed_messages >= config.flush_messages:
                     self.flush()
             except OSError as exc:
-                if exc.errno == errno.EBADF:    # closed under us (a deletion, a stop): not the disk's doing
+                if exc.errno == errno.EBADF:    # closed before this append got the lock: not the disk's doing
                     raise KafkaStorageError(f"{self.name} was closed during an append") from exc
                 raise LogIOError(f"I/O error in append to log {self.name}: {exc}") from exc
         return info

@@ -73,14 +73,16 @@ class LogSegment:
             return
         if largest_offset - self.base_offset > 0x7FFFFFFF:
             raise CorruptRecordError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        position = self.log.size_in_bytes()
+        written = self.log.append(records)          # first: a refused write changes nothing else
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp = offset_of_largest_timestamp
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.index.append(first_offset, self.log.size_in_bytes())
+            self.index.append(first_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += self.log.append(records)
+        self.bytes_since_last_index_entry += written
 
     def indexes_full(self) -> bool:
         return self.index.is_full() or self.time_index.is_full()

@@ -14,9 +14,9 @@ from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.common.utils.time import Time
 from kafka_edu.server.inter_broker_security import inter_broker_channel_builder
 from kafka_edu.server.kafka_config import KafkaConfig
-from kafka_edu.server.log.errors import LogIOError
 from kafka_edu.server.epoch.leader_epoch_file_cache import (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
                                                            EpochEndOffset)
+from kafka_edu.server.log.errors import LogIOError
 from kafka_edu.server.replica.abstract_fetcher_thread import AbstractFetcherThread, FetchGate, FetchRequest
 from kafka_edu.server.replica.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafka_edu.server.utils.network_client_blocking_ops import blocking_ready, blocking_send_and_receive
@@ -159,7 +159,8 @@ class _ReplicaFetcherProcessing:
         try:
             new_offset = partition.append_records_to_follower(data.records, data.high_watermark)
         except LogIOError as exc:               # as 0.10: a follower whose disk fails stops
-            self.replica_manager.halt(f"disk error while replicating data for {topic_partition}: {exc}")
+            self.replica_manager.halt(f"disk error while replicating data for {topic_partition[0]}-"
+                                      f"{topic_partition[1]}: {exc}")
             raise
         self.lag[topic_partition] = max(0, data.high_watermark - new_offset)
         quota = self.replica_manager.quotas.follower

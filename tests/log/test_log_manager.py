@@ -128,6 +128,23 @@ def test_halt_leaves_no_marker_no_fresh_checkpoint_and_releases_the_locks(tmp_pa
     restarted.shutdown()
 
 
+def test_halt_writes_nothing_so_a_failed_disk_cannot_stop_it(tmp_path, clock):
+    """A killed broker's files stay as they are: no fsync, no trim (a halt after a disk failure, 4.5.1)."""
+    manager = manager_for([tmp_path], clock)
+    log = manager.create_log("d", 0)
+    fill(log, 20)
+    segment = log.active_segment
+    index_size = os.path.getsize(segment.index.path)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, segment.log.fd)                        # fsync or ftruncate here would fail: EINVAL
+    os.close(full)
+    manager.halt()
+    assert os.path.getsize(segment.index.path) == index_size > segment.index.entries * 8     # untrimmed
+    restarted = manager_for([tmp_path], clock)           # the locks were released all the same
+    assert restarted.get_log("d", 0).log_end_offset == 20
+    restarted.shutdown()
+
+
 def test_a_config_change_during_a_log_creation_reaches_the_new_log(tmp_path, clock):
     """The config read for a new log (a function, called under the creation lock) and a change landing
     meanwhile: the change waits for the log, then applies to it (before, the log kept the old config)."""

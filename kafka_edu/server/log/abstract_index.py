@@ -166,24 +166,23 @@ def rename_to(self, path: str) -> None:
 def close(self) -> None:
     """Trim and release the file; the object must not be used afterwards."""
     with self._lock:
-        if self._fd < 0:
-            return
-        if self.writable:
+        if self._fd >= 0 and self.writable:
             self.trim_to_valid_size()
-            if self._mmap is not None:
-                self._mmap.close()
-        self._mmap = None
-        os.close(self._fd)
-        self._fd = -1
+        self.close_handler()
 
-def delete(self) -> bool:
+def close_handler(self) -> None:
+    """Release the file as it is, preallocated tail and all, as a killed broker leaves it."""
     with self._lock:
-        if self._mmap is not None:
+        if isinstance(self._mmap, mmap.mmap):
             self._mmap.close()
-            self._mmap = None
+        self._mmap = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+def delete(self) -> bool:
+    with self._lock:
+        self.close_handler()
         try:
             os.remove(self.path)
             return True
@@ -192,6 +191,6 @@ def delete(self) -> bool:
 
 
 # AbstractIndex gets the methods defined above
-for _method in (resize, trim_to_valid_size, flush, rename_to, close, delete):
+for _method in (resize, trim_to_valid_size, flush, rename_to, close, close_handler, delete):
     setattr(AbstractIndex, _method.__name__, _method)
-del (_method, resize, trim_to_valid_size, flush, rename_to, close, delete)
+del (_method, resize, trim_to_valid_size, flush, rename_to, close, close_handler, delete)

@@ -366,8 +366,13 @@ def close(self) -> None:
     self.trim()
     self._close_descriptor()
 
+def close_handler(self) -> None:
+    """Close the file as it is, unflushed and untrimmed, as a killed broker leaves it."""
+    if not self.is_slice:
+        self._close_descriptor()
+
 
 # FileRecords gets the methods defined above
-for _method in (set_last_modified_ms, rename_to, close):
+for _method in (set_last_modified_ms, rename_to, close, close_handler):
     setattr(FileRecords, _method.__name__, _method)
-del (_method, set_last_modified_ms, rename_to, close)
+del (_method, set_last_modified_ms, rename_to, close, close_handler)

@@ -383,6 +383,14 @@ class _SegmentRemoval:
             for segment in self._segments:
                 segment.close()
 
+    def close_handlers(self) -> None:
+        """Release every segment's files as they are, as a killed broker leaves them (Kafka 1.0's
+        closeHandlers): nothing flushed or trimmed, so nothing more to fail on a disk that failed."""
+        self.remove_gauges()
+        with self._lock:
+            for segment in self._segments:
+                segment.close_handlers()
+
     def delete(self) -> None:
         """Remove the log's files and directory (the topic was deleted)."""
         self.remove_gauges()

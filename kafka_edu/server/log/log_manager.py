@@ -301,7 +301,7 @@ class LogManager(_Logs, _Loading, _Retention, _Partitions):
         """Stop as a killed process stops: files closed as they are, no checkpoint, no marker (Beyond 0.10)."""
         self._stop_background_work()
         for log in self.all_logs():
-            log.close()
+            log.close_handlers()
         for fd in self._dir_locks:          # closing the descriptor releases the flock, as process exit does
             os.close(fd)
         self._dir_locks = []

@@ -248,6 +248,11 @@ def close(self) -> None:
     self.time_index.close()
     self.log.close()
 
+def close_handlers(self) -> None:
+    """Release the three files as they are (a killed broker: no flush, no trim)."""
+    for part in (self.index, self.time_index, self.log):
+        part.close_handler()
+
 def delete(self) -> None:
     self.log.delete()
     self.index.delete()
@@ -255,6 +260,6 @@ def delete(self) -> None:
 
 
 # LogSegment gets the methods defined above
-for _method in (on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, delete):
+for _method in (on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, close_handlers, delete):
     setattr(LogSegment, _method.__name__, _method)
-del (_method, on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, delete)
+del (_method, on_become_inactive, flush, set_last_modified_ms, change_file_suffixes, close, close_handlers, delete)

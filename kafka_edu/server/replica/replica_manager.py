@@ -454,8 +454,7 @@ class _Appending:
                 result = partition.append_records_to_leader(records, required_acks)
             except LogIOError as exc:           # as 0.10: the log can no longer be trusted, nor this broker
                 self.halt(f"unrecoverable I/O error while handling produce request: {exc}")
-                results[tp] = (PartitionResponse(Errors.UNKNOWN_SERVER_ERROR), -1)    # if halt returns (in-process)
-                continue
+                raise                           # in one process halt returns: the request dies unanswered
             except Exception as exc:
                 error = error_for_exception(exc)
                 level = logging.ERROR if error is Errors.UNKNOWN_SERVER_ERROR else logging.DEBUG

@@ -66,19 +66,24 @@ class _Membership:
         with self._lock:
             if self.is_alive(broker_id):
                 raise RuntimeError(f"broker {broker_id} is running")
-            server = KafkaServer(self.config(broker_id), self.time, embedded_zookeeper=self.zookeeper)
+            server = self._new_server(broker_id)
             try:
                 server.startup()
             except BindError:
                 log.warning("port %d of broker %d is taken; it moves to a new port", self.ports[broker_id], broker_id)
                 del self.ports[broker_id]
-                server = KafkaServer(self.config(broker_id), self.time, embedded_zookeeper=self.zookeeper)
+                server = self._new_server(broker_id)
                 server.startup()
-            server.replica_manager.halt = lambda reason, s=server, b=broker_id: self._halt(s, b, reason)
             self._servers[broker_id] = server
             self.ports[broker_id] = server.bound_port(self.protocol)
             self.halted.pop(broker_id, None)
             return server
+
+    def _new_server(self, broker_id: int) -> KafkaServer:
+        """A KafkaServer whose halt (4.5.1, 4.5.4) kills it alone, from its first request on."""
+        server = KafkaServer(self.config(broker_id), self.time, embedded_zookeeper=self.zookeeper,
+                             halt=lambda reason: self._halt(server, broker_id, reason))
+        return server
 
     def broker(self, broker_id: int) -> KafkaServer:
         """The broker's latest KafkaServer (a killed or stopped one stays here until restarted)."""
@@ -141,16 +146,16 @@ class _Faults:
 
     def _halt(self, server: KafkaServer, broker_id: int, reason: str) -> None:
         """The replica manager's halt (Kafka's Runtime.halt): here a hard kill of that broker only.
-        It runs on the thread that found the problem, so the kill runs on a thread of its own. A halt
-        that arrives late, once the broker was restarted, leaves the new server alone."""
-        if self._servers.get(broker_id) is server:
-            self.halted[broker_id] = reason
-        threading.Thread(target=self._kill_if_current, args=(server, broker_id), name=f"halt-broker-{broker_id}",
-                         daemon=True).start()
+        It runs on the thread that found the problem, so the kill runs on a thread of its own."""
+        threading.Thread(target=self._kill_if_running, args=(server, broker_id, reason),
+                         name=f"halt-broker-{broker_id}", daemon=True).start()
 
-    def _kill_if_current(self, server: KafkaServer, broker_id: int) -> None:
+    def _kill_if_running(self, server: KafkaServer, broker_id: int, reason: str) -> None:
+        """Kill `server` if it is still the running broker: a second halt of the same fault, or one
+        that arrives once the broker was restarted, changes nothing. A halt during a start waits for it."""
         with self._lock:
-            if self._servers.get(broker_id) is server:
+            if self._servers.get(broker_id) is server and self.is_alive(broker_id):
+                self.halted[broker_id] = reason
                 server.kill()
 
     def pause_fetchers(self, broker_id: int, timeout_s: float = 10) -> bool:

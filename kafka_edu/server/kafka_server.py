@@ -10,6 +10,7 @@ import socket
 import threading
 import time as _time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka_edu.clients.network_client import ManualMetadataUpdater, NetworkClient
@@ -39,7 +40,7 @@ from kafka_edu.server.log.log_manager import LogManager
 from kafka_edu.server.network.socket_server import SocketServer
 from kafka_edu.server.producer_id_manager import ProducerIdManager
 from kafka_edu.server.replica.metadata_cache import MetadataCache
-from kafka_edu.server.replica.replica_manager import ReplicaManager
+from kafka_edu.server.replica.replica_manager import ReplicaManager, halt_process
 from kafka_edu.server.replica.replication_quota_manager import ReplicationQuotas
 from kafka_edu.server.security.credential_provider import ZkScramCredentials
 from kafka_edu.server.topic_config import broker_default_log_config, stored_overrides, topic_log_config
@@ -183,10 +184,14 @@ def _swallow(what: str, action) -> None:
 class _Lifecycle:
     """Construction and start-up (mixin of `KafkaServer`)."""
 
-    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME, embedded_zookeeper=None):
+    def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME, embedded_zookeeper=None,
+                 halt: Callable[[str], None] = halt_process):
+        """`halt`: how the replica manager stops this broker at once (4.5.1, 4.5.4); an in-process
+        cluster kills this broker alone. Given here, it holds from the first request on."""
         self.config = config
         self.time = time
         self.embedded_zookeeper = embedded_zookeeper
+        self.halt_hook = halt
         self.embedded = not config["zookeeper.connect"]
         self.broker_state = BrokerState()
         self.broker_id = config["broker.id"]
@@ -263,6 +268,7 @@ def _startup(self) -> None:
     self.socket_server.startup()
     self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
                                           self.metadata_cache, self.time, self.metrics, self.replication_quotas)
+    self.replica_manager.halt = self.halt_hook
     self.replica_manager.startup()
     self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
     self.group_coordinator_scheduler.startup()

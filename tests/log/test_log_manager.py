@@ -130,6 +130,7 @@ def test_halt_leaves_no_marker_no_fresh_checkpoint_and_releases_the_locks(tmp_pa
 
 def test_halt_writes_nothing_so_a_failed_disk_cannot_stop_it(tmp_path, clock):
     """A killed broker's files stay as they are: no fsync, no trim (a halt after a disk failure, 4.5.1)."""
+    open_before = len(os.listdir("/proc/self/fd"))
     manager = manager_for([tmp_path], clock)
     log = manager.create_log("d", 0)
     fill(log, 20)
@@ -139,6 +140,7 @@ def test_halt_writes_nothing_so_a_failed_disk_cannot_stop_it(tmp_path, clock):
     os.dup2(full, segment.log.fd)                        # fsync or ftruncate here would fail: EINVAL
     os.close(full)
     manager.halt()
+    assert len(os.listdir("/proc/self/fd")) == open_before                              # every file released
     assert os.path.getsize(segment.index.path) == index_size > segment.index.entries * 8     # untrimmed
     restarted = manager_for([tmp_path], clock)           # the locks were released all the same
     assert restarted.get_log("d", 0).log_end_offset == 20

@@ -49,8 +49,8 @@ class Cluster:
 
     def start(self, broker_id: int):
         server = start_broker(self.tmp_path / f"broker{broker_id}", self.zookeeper,
+                              halt=lambda reason: self.halted.append((broker_id, reason)),
                               **{**self.props, "broker.id": broker_id})
-        server.replica_manager.halt = lambda reason, b=broker_id: self.halted.append((b, reason))
         if not self.serve_leader_epochs:    # a leader that does not serve it (an older broker)
             server.apis.handlers.pop(ApiKeys.OFFSET_FOR_LEADER_EPOCH, None)
         self.brokers[broker_id] = server

@@ -196,7 +196,7 @@ class _Appending:
                     self.flush()
             except OSError as exc:
                 if exc.errno == errno.EBADF:    # closed before this append got the lock: not the disk's doing
-                    raise KafkaStorageError(f"{self.name} was closed during an append") from exc
+                    raise KafkaStorageError(f"{self.name} was closed before this append") from exc
                 raise LogIOError(f"I/O error in append to log {self.name}: {exc}") from exc
         return info
 

@@ -85,6 +85,11 @@ class _Membership:
                              halt=lambda reason: self._halt(server, broker_id, reason))
         return server
 
+
+# %% book/ch4_server/0690_running_a_cluster.ipynb 2731b13a
+class _Views:
+    """The brokers, the controller and partition states as ZooKeeper has them (mixin of `InProcessCluster`)."""
+
     def broker(self, broker_id: int) -> KafkaServer:
         """The broker's latest KafkaServer (a killed or stopped one stays here until restarted)."""
         return self._servers[broker_id]
@@ -182,5 +187,5 @@ class _Faults:
         self.shutdown()
 
 
-class InProcessCluster(_Faults, _Membership):
+class InProcessCluster(_Faults, _Views, _Membership):
     """A cluster of `KafkaServer`s in this process sharing one embedded ZooKeeper (Beyond 0.10)."""

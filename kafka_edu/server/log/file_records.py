@@ -173,7 +173,9 @@ class FileRecords:
         self._file = self if file is None else file   # a slice reads its file's descriptor, never a copy of it
         if file is None:
             self._descriptor = fd
-            self._lock = threading.Lock()               # held to close, and by a slice's sendfile
+            self._lock = threading.Lock()               # guards the descriptor and the sends in progress
+            self._sending = 0                           # sendfile calls under way on the descriptor
+            self._retired = -1                          # a closed descriptor the last of them closes
         self.start = start
         self.end = end
         self.is_slice = file is not None
@@ -245,12 +247,28 @@ class FileRecords:
         return os.stat(self.path).st_mtime_ns // 1_000_000
 
     def _close_descriptor(self) -> None:
-        """Under the lock: a slice being sent keeps the number from being closed, and reused by the
-        next file opened, in the middle of its sendfile."""
+        """Closed at once, or by the last sendfile under way (`_end_send`): a number closed in the
+        middle of a sendfile could be reused by the next file opened."""
         with self._lock:
-            if self._descriptor >= 0:
-                os.close(self._descriptor)
-            self._descriptor = -1
+            descriptor, self._descriptor = self._descriptor, -1
+            if descriptor >= 0 and self._sending:
+                self._retired = descriptor
+            elif descriptor >= 0:
+                os.close(descriptor)
+
+    def _begin_send(self) -> int:
+        with self._lock:
+            if self._descriptor < 0:
+                raise OSError(errno.EBADF, f"{self.path} was closed (deleted) while a slice of it was being sent")
+            self._sending += 1
+            return self._descriptor
+
+    def _end_send(self) -> None:
+        with self._lock:
+            self._sending -= 1
+            if not self._sending and self._retired >= 0:
+                os.close(self._retired)
+                self._retired = -1
 
     def delete(self) -> bool:
         if not self.is_slice:
@@ -335,13 +353,13 @@ def write_to(self, destination, position: int, size: int) -> int:
     if count <= 0:
         return 0
     out = destination if isinstance(destination, int) else destination.fileno()
-    with self._file._lock:
-        if self._fd < 0:
-            raise OSError(errno.EBADF, f"{self.path} was closed (deleted) while a slice of it was being sent")
-        try:
-            return os.sendfile(out, self._fd, self.start + position, count)
-        except BlockingIOError:
-            return 0
+    descriptor = self._file._begin_send()
+    try:
+        return os.sendfile(out, descriptor, self.start + position, count)
+    except BlockingIOError:
+        return 0
+    finally:
+        self._file._end_send()
 
 
 # FileRecords gets the methods defined above

@@ -81,3 +81,28 @@ def test_a_broker_whose_disk_refuses_a_write_halts_and_recovers_exactly_what_it_
         assert read_all(broker.bootstrap, len(acked)) == acked
     finally:
         broker.stop()
+
+
+def test_a_broker_that_cannot_write_its_high_watermark_checkpoint_halts(tmp_path):
+    """0.10's ReplicaManager.checkpointHighWatermarks: "Error writing to highwatermark file", then halt(1)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    broker = BrokerProcess(tmp_path / "broker", {"replica.high.watermark.checkpoint.interval.ms": "100"}).start()
+    try:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "acks": 1})
+        produce(producer, [b"before"], [], [])
+        assert producer.flush(30) == 0
+        checkpoint = broker.log_dir / "replication-offset-checkpoint"
+        deadline = time.monotonic() + 30
+        while "t 0 1" not in (checkpoint.read_text() if checkpoint.exists() else ""):
+            assert time.monotonic() < deadline, "the HW of t-0 never reached the checkpoint"
+            time.sleep(0.1)
+        (broker.log_dir / "replication-offset-checkpoint.tmp").mkdir()   # the next write cannot open its file
+        assert broker.proc.wait(30) == 1
+        assert f"halting: error writing the high-watermark checkpoint {checkpoint}" in broker.output()
+        assert "t 0 1" in checkpoint.read_text()                          # the last good checkpoint stays
+
+        (broker.log_dir / "replication-offset-checkpoint.tmp").rmdir()   # the disk is back: so is the broker
+        broker.start()
+        assert read_all(broker.bootstrap, 1) == [b"before"]
+    finally:
+        broker.stop()

@@ -651,8 +651,13 @@ class _Maintenance:
                 by_dir.setdefault(os.path.dirname(replica.log.dir), {})[tp] = replica.high_watermark
         for directory, high_watermarks in by_dir.items():
             checkpoint = self.high_watermark_checkpoints.get(directory)
-            if checkpoint is not None:
+            if checkpoint is None:
+                continue
+            try:
                 checkpoint.write(high_watermarks)
+            except OSError as exc:                  # as 0.10: a broker that cannot keep its HWs stops
+                self.halt(f"error writing the high-watermark checkpoint {checkpoint.path}: {exc}")
+                raise
 
     def shutdown(self, checkpoint_hw: bool = True) -> None:
         self.is_shutting_down = True

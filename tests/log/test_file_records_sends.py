@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -36,39 +38,48 @@ def records(tmp_path):
 
 
 class StalledSend:
-    """A whole-file sendfile into a socket whose peer does not read: it blocks (up to 10 s) once the
-    socket's buffer is full, and finishes when `drain` reads everything."""
+    """A whole-file sendfile into a socket whose peer does not read: once it has begun (`__init__`
+    returns then) it blocks, up to 10 s, on the full socket, and it finishes when `drain` reads."""
 
     def __init__(self, records: FileRecords):
         self.records = records
         self.sender, self.receiver = socket.socketpair()
         self.sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         self.sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 10, 0))
+        self.receiver.settimeout(10)
         self.sent: list[int] = []
+        self.errors: list[BaseException] = []
         self.thread = threading.Thread(target=self._send, daemon=True)
         self.thread.start()
+        deadline = time.monotonic() + 10
+        while not select.select([self.receiver], [], [], 0.01)[0]:     # its first bytes arrived
+            assert time.monotonic() < deadline and not self.errors, f"the send did not begin: {self.errors}"
 
     def _send(self):
-        piece = self.records.read(0, SIZE)
-        total = 0
-        while total < SIZE:
-            total += piece.write_to(self.sender, total, SIZE - total)
-        self.sent.append(total)
+        try:
+            piece = self.records.read(0, SIZE)
+            total = 0
+            while total < SIZE:
+                total += piece.write_to(self.sender, total, SIZE - total)
+            self.sent.append(total)
+        except BaseException as exc:     # reported by the test, not lost in the thread
+            self.errors.append(exc)
 
     def drain(self) -> bytes:
         received = bytearray()
-        while len(received) < SIZE:
-            received += self.receiver.recv(SIZE)
-        self.thread.join(10)
-        self.sender.close()
-        self.receiver.close()
+        try:
+            while len(received) < SIZE and not self.errors:
+                received += self.receiver.recv(SIZE)
+            self.thread.join(10)
+        finally:
+            self.sender.close()
+            self.receiver.close()
+        assert not self.errors, self.errors
         return bytes(received)
 
 
 def test_a_send_never_waits_for_another_send_of_the_same_file(records):
     stalled = StalledSend(records)
-    stalled.thread.join(0.3)
-    assert stalled.thread.is_alive(), "the first send should be blocked on its full socket"
     left, right = socket.socketpair()
     try:
         other = threading.Thread(target=lambda: records.read(0, 100).write_to(left, 0, 100), daemon=True)
@@ -87,8 +98,6 @@ def test_a_send_never_waits_for_another_send_of_the_same_file(records):
 def test_a_close_during_a_send_leaves_the_descriptor_to_the_send(records):
     expected = records.read_bytes(0, SIZE)
     stalled = StalledSend(records)
-    stalled.thread.join(0.3)
-    assert stalled.thread.is_alive()
     closer = threading.Thread(target=records.delete, daemon=True)
     closer.start()
     closer.join(5)

@@ -267,8 +267,8 @@ class FileRecords:
         with self._lock:
             self._sending -= 1
             if not self._sending and self._retired >= 0:
-                os.close(self._retired)
-                self._retired = -1
+                retired, self._retired = self._retired, -1
+                os.close(retired)
 
     def delete(self) -> bool:
         if not self.is_slice:

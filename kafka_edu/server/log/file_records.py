@@ -246,39 +246,6 @@ class FileRecords:
     def last_modified_ms(self) -> int:
         return os.stat(self.path).st_mtime_ns // 1_000_000
 
-    def _close_descriptor(self) -> None:
-        """Closed at once, or by the last sendfile under way (`_end_send`): a number closed in the
-        middle of a sendfile could be reused by the next file opened."""
-        with self._lock:
-            descriptor, self._descriptor = self._descriptor, -1
-            if descriptor >= 0 and self._sending:
-                self._retired = descriptor
-            elif descriptor >= 0:
-                os.close(descriptor)
-
-    def _begin_send(self) -> int:
-        with self._lock:
-            if self._descriptor < 0:
-                raise OSError(errno.EBADF, f"{self.path} was closed (deleted) while a slice of it was being sent")
-            self._sending += 1
-            return self._descriptor
-
-    def _end_send(self) -> None:
-        with self._lock:
-            self._sending -= 1
-            if not self._sending and self._retired >= 0:
-                retired, self._retired = self._retired, -1
-                os.close(retired)
-
-    def delete(self) -> bool:
-        if not self.is_slice:
-            self._close_descriptor()
-        try:
-            os.remove(self.path)
-            return True
-        except FileNotFoundError:
-            return False
-
     def __repr__(self) -> str:
         kind = f"slice [{self.start}, {self.end})" if self.is_slice else "file"
         return f"FileRecords({os.path.basename(self.path)}, {kind}, size={self._size})"
@@ -376,6 +343,39 @@ def rename_to(self, path: str) -> None:
     os.rename(self.path, path)
     self.path = path
 
+def _close_descriptor(self) -> None:
+    """Closed at once, or by the last sendfile under way (`_end_send`): a number closed in the
+    middle of a sendfile could be reused by the next file opened."""
+    with self._lock:
+        descriptor, self._descriptor = self._descriptor, -1
+        if descriptor >= 0 and self._sending:
+            self._retired = descriptor
+        elif descriptor >= 0:
+            os.close(descriptor)
+
+def _begin_send(self) -> int:
+    with self._lock:
+        if self._descriptor < 0:
+            raise OSError(errno.EBADF, f"{self.path} was closed (deleted) while a slice of it was being sent")
+        self._sending += 1
+        return self._descriptor
+
+def _end_send(self) -> None:
+    with self._lock:
+        self._sending -= 1
+        if not self._sending and self._retired >= 0:
+            retired, self._retired = self._retired, -1
+            os.close(retired)
+
+def delete(self) -> bool:
+    if not self.is_slice:
+        self._close_descriptor()
+    try:
+        os.remove(self.path)
+        return True
+    except FileNotFoundError:
+        return False
+
 def close(self) -> None:
     """Flush, trim and close (a slice has nothing of its own to close)."""
     if self.is_slice or self._fd < 0:
@@ -391,6 +391,8 @@ def close_handler(self) -> None:
 
 
 # FileRecords gets the methods defined above
-for _method in (set_last_modified_ms, rename_to, close, close_handler):
+for _method in (set_last_modified_ms, rename_to, _close_descriptor, _begin_send, _end_send, delete, close,
+                close_handler):
     setattr(FileRecords, _method.__name__, _method)
-del (_method, set_last_modified_ms, rename_to, close, close_handler)
+del (_method, set_last_modified_ms, rename_to, _close_descriptor, _begin_send, _end_send, delete, close,
+              close_handler)

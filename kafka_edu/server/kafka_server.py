@@ -192,6 +192,7 @@ class _Lifecycle:
         self.time = time
         self.embedded_zookeeper = embedded_zookeeper
         self.halt_hook = halt
+        self.halted = False                     # the replica manager called the hook (`_halt`, below)
         self.embedded = not config["zookeeper.connect"]
         self.broker_state = BrokerState()
         self.broker_id = config["broker.id"]
@@ -268,7 +269,7 @@ def _startup(self) -> None:
     self.socket_server.startup()
     self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
                                           self.metadata_cache, self.time, self.metrics, self.replication_quotas)
-    self.replica_manager.halt = self.halt_hook
+    self.replica_manager.halt = self._halt
     self.replica_manager.startup()
     self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)
     self.group_coordinator_scheduler.startup()
@@ -450,8 +451,8 @@ class _Shutdown:
                         ("the replica manager", self.replica_manager, lambda r: r.shutdown()),
                         ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),
                         ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
-                        ("the log manager", self.log_manager, lambda m: m.shutdown()),
-                        ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: s.save()),
+                        ("the log manager", self.log_manager, lambda m: m.halt() if self.halted else m.shutdown()),
+                        ("the embedded ZooKeeper snapshot", self.snapshot, lambda s: None if self.halted else s.save()),
                         ("the ZooKeeper client", self.zk_client, lambda z: z.close()),
                         *self._endpoint_steps()])
             log.info("[Kafka Server %d], shut down completed", self.broker_id)
@@ -569,6 +570,12 @@ class _Kill:
                         ("its scheduler", self.group_coordinator_scheduler, lambda s: s.shutdown()),
                         ("the log files", self.log_manager, lambda m: m.halt()),
                         *self._endpoint_steps()])
+
+    def _halt(self, reason: str) -> None:
+        """The replica manager's halt (4.5.1): the hook ends a process; in one process it returns, and
+        a shutdown it interrupted goes on, but leaves the logs as a kill does (`shutdown` above)."""
+        self.halted = True
+        self.halt_hook(reason)
 
 
 class KafkaServer(_Kill, _ControlledShutdown, _Shutdown, _Storage, _Identity, _Lifecycle):

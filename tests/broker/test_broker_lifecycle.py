@@ -181,3 +181,36 @@ def test_a_taken_port_fails_start_up_with_one_line(tmp_path):
     finally:
         blocker.shutdown()
     assert os.path.exists(tmp_path / "second" / "meta.properties")
+
+
+def test_a_halt_during_a_clean_shutdown_leaves_the_logs_as_a_kill_does(tmp_path):
+    """In one process the halt hook returns: the shutdown it interrupted must not then write the
+    clean-shutdown marker a halted process never would, and the next start recovers the logs."""
+    zookeeper = EmbeddedZooKeeper()
+    halts = []
+    server = start_broker(tmp_path, zookeeper, halt=halts.append)
+    with BrokerClient(server.bound_port()) as client:
+        client.create_topic("kept", 1)
+        client.produce("kept", 0, records(b"one", b"two"))
+    refused = tmp_path / "replication-offset-checkpoint.tmp"
+    wait_for(lambda: _made(refused), 10, "a moment with no checkpoint being written")
+    server.shutdown()
+    assert halts and halts[0].startswith("error writing the high-watermark checkpoint")
+    assert server.broker_state.current_state == BrokerStates.NOT_RUNNING
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    refused.rmdir()
+    server = start_broker(tmp_path, zookeeper)
+    try:
+        assert BrokerStates.RECOVERING_FROM_UNCLEAN_SHUTDOWN in server.broker_state.history
+        assert server.replica_manager.get_partition(("kept", 0)).local_replica.log_end_offset == 2
+    finally:
+        server.shutdown()
+
+
+def _made(directory: Path) -> bool:
+    """mkdir, False while a checkpoint write's own temporary file stands there."""
+    try:
+        directory.mkdir()
+        return True
+    except FileExistsError:
+        return False

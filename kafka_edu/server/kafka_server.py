@@ -269,6 +269,7 @@ def _startup(self) -> None:
     self.socket_server.startup()
     self.replica_manager = ReplicaManager(config, self.log_manager, self.zk_utils, self.scheduler,
                                           self.metadata_cache, self.time, self.metrics, self.replication_quotas)
+    self.halted = False
     self.replica_manager.halt = self._halt
     self.replica_manager.startup()
     self.group_coordinator_scheduler = KafkaScheduler(1, "group-metadata-manager-", time=self.time)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 import time
 
 import pytest
@@ -108,3 +109,40 @@ def test_server_stop_stops_the_configured_broker_with_exit_codes(make_cluster):
     assert again.returncode == 1 and len(again.stderr.strip().splitlines()) == 1
     usage = subprocess.run([str(KAFKA_EDU), "server-stop"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2
+
+
+def test_server_stop_moves_every_leadership_away_before_the_broker_leaves(make_cluster):
+    """`server-stop` is a controlled shutdown (4.6.9): by the time the stopped broker's registration
+    disappears from ZooKeeper, no partition it led is still led by it."""
+    cluster = make_cluster(3)
+    created = subprocess.run([str(KAFKA_EDU), "topics", "--bootstrap-server", cluster.bootstrap, "--create",
+                              "--topic", "moving", "--partitions", "3", "--replication-factor", "3"],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    cluster.wait_until(lambda: all((s := cluster.partition_state("moving", p)) is not None
+                                   and len(s.leader_and_isr.isr) == 3 for p in range(3)), what="moving: full ISRs")
+    victim = cluster.partition_state("moving", 0).leader_and_isr.leader
+    led = [p for p in range(3) if cluster.partition_state("moving", p).leader_and_isr.leader == victim]
+    samples: list[tuple[bool, list[int]]] = []
+    done = threading.Event()
+
+    def watch():        # (registered?, leaders of the victim's partitions), as often as ZooKeeper answers
+        while not done.is_set():
+            registered = victim in cluster.registered()
+            samples.append((registered, [cluster.partition_state("moving", p).leader_and_isr.leader for p in led]))
+            if not registered:
+                return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        stopped = subprocess.run([str(KAFKA_EDU), "server-stop", "--config", str(cluster.brokers[victim].config)],
+                                 capture_output=True, text=True, timeout=120)
+        cluster.wait_until(lambda: not watcher.is_alive(), 20, what="the victim's registration to go")
+    finally:
+        done.set()
+        watcher.join()
+    assert stopped.returncode == 0, stopped.stderr
+    still_registered = [leaders for registered, leaders in samples if registered]
+    assert still_registered[0] == [victim] * len(led)
+    assert victim not in still_registered[-1], samples

@@ -8,6 +8,7 @@ from _broker_client import records
 from _cluster import wait_until
 
 from kafka_edu.common.protocol.errors import Errors
+from kafka_edu.common.utils.time import MockTime
 
 
 def test_isr_shrinks_after_the_lag_time_expands_again_and_is_announced(make_cluster):
@@ -60,6 +61,39 @@ def test_an_isr_change_whose_announcement_fails_is_announced_next_round(make_clu
     leader.zk_utils.propagate_isr_changes = write
     leader.last_isr_propagation_ms -= 61_000                         # the next round is due
     leader.maybe_propagate_isr_changes()
+    assert leader.isr_change_set == set()
+
+
+def test_isr_changes_wait_for_5_s_of_quiet_but_never_more_than_60_s(make_cluster):
+    """0.10's rate limit on /isr_change_notification: a change is announced once no other came for 5 s,
+    and a flapping ISR that never goes quiet is still announced 60 s after the last announcement."""
+    cluster = make_cluster(1)
+    leader = cluster.brokers[0].replica_manager
+    clock = MockTime(start_ms=leader.time.milliseconds())
+    leader.time = clock                  # the rule reads only this clock; the test moves it by hand
+    leader.last_isr_change_ms = leader.last_isr_propagation_ms = clock.milliseconds()
+    announced = []
+    propagate = leader.zk_utils.propagate_isr_changes
+
+    def record_propagation(partitions):
+        partitions = list(partitions)
+        announced.append(sorted(partitions))
+        return propagate(partitions)
+
+    leader.zk_utils.propagate_isr_changes = record_propagation
+    leader.record_isr_change(("a", 0))
+    clock.advance(5000)
+    leader.maybe_propagate_isr_changes()
+    assert announced == []                                        # 5 s of quiet is not yet more than 5 s
+    clock.advance(1)
+    leader.maybe_propagate_isr_changes()
+    assert announced == [[("a", 0)]]
+    for i in range(16):                                           # a change every 4 s: never 5 s of quiet
+        leader.record_isr_change(("b", i))
+        clock.advance(4000)
+        leader.maybe_propagate_isr_changes()
+        assert len(announced) == (1 if i < 15 else 2), i          # until 64 s > 60 s after the last one
+    assert announced[1] == [("b", i) for i in range(16)]
     assert leader.isr_change_set == set()
 
 

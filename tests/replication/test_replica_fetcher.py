@@ -53,6 +53,27 @@ def test_follower_catches_up_with_the_leaders_bytes_and_joins_the_isr(make_clust
     assert thread.name == "ReplicaFetcherThread-0-0" and thread.fetch_states()[("r", 0)].offset == 3
 
 
+def test_num_replica_fetchers_spreads_a_leaders_partitions_over_that_many_threads(make_cluster):
+    """num.replica.fetchers=3: the follower runs one fetcher per (leader, fetcher id), each partition on
+    the thread its id names (Kafka's hash of topic and partition), and every thread replicates its own."""
+    cluster = make_cluster(2, **{"num.replica.fetchers": 3})
+    with cluster.client(0) as client:
+        for partition in range(8):
+            cluster.create_partition("spread", partition, [0, 1])
+            assert client.produce("spread", partition, records(b"p%d" % partition), acks=1).error_code == 0
+    wait_until(lambda: all(leo(cluster, 1, "spread", p) == 1 for p in range(8)), what="every partition copied")
+    expected: dict[int, set] = {}
+    for partition in range(8):
+        expected.setdefault(fetcher_id_for("spread", partition, 3), set()).add(("spread", partition))
+    manager = cluster.brokers[1].replica_manager.replica_fetcher_manager
+    threads = {key.fetcher_id: thread for key, thread in manager.fetcher_thread_map.items() if key.broker.id == 0}
+    assert len(expected) > 1 and set(threads) == set(expected)
+    for fetcher_id, thread in threads.items():
+        assert thread.name == f"ReplicaFetcherThread-{fetcher_id}-0" and thread.is_alive()
+        assert set(thread.fetch_states()) == expected[fetcher_id]
+        assert all(state.offset == 1 for state in thread.fetch_states().values())
+
+
 def test_high_watermark_moves_only_after_the_followers_fetched(make_cluster):
     """T6: with the followers paused the leader's LEO moves and its HW does not."""
     cluster = make_cluster(3)

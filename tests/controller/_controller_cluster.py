@@ -10,9 +10,8 @@ from kafka_edu.server.kafka_server import KafkaServer
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_utils import ZkUtils
 
-# Followers do not fetch yet in every build, so keep them in the ISR for the length of a test.
 CLUSTER_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0", "num.network.threads": 1, "num.io.threads": 2,
-                    "log.cleaner.enable": "false", "replica.lag.time.max.ms": 600_000,
+                    "log.cleaner.enable": "false",
                     "auto.leader.rebalance.enable": "false", "offsets.topic.replication.factor": 1,
                     "controlled.shutdown.retry.backoff.ms": 100}
 

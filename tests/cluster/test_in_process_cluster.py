@@ -10,6 +10,7 @@ from _broker_client import BrokerClient, records, values_of
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.server.kafka_server import BrokerRegistrationError, KafkaServer
+from kafka_edu.server.log.offset_checkpoint import OffsetCheckpoint
 
 ASSIGNMENT = {0: [0, 1, 2], 1: [1, 2, 0], 2: [2, 0, 1]}
 
@@ -78,6 +79,23 @@ def test_restart_recovers_the_same_directories_on_the_same_port(make_cluster):
     assert server.replica_manager.get_partition(("r", 0)).is_leader
     with BrokerClient(port) as client:
         assert values_of(client.fetch("r", 0, 0).records) == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_a_kill_writes_no_high_watermark_checkpoint_a_clean_stop_does(make_cluster, how):
+    """The checkpoint is written on its schedule (not within this test) and by a clean stop, never by a kill."""
+    cluster = make_cluster(1, **{"replica.high.watermark.checkpoint.interval.ms": 600_000})
+    create(cluster, "hw", {0: [0]})
+    path = os.path.join(cluster.broker(0).config.log_dirs[0], "replication-offset-checkpoint")
+    with BrokerClient(cluster.ports[0]) as client:
+        assert client.produce("hw", 0, records(b"a", b"b", b"c")).error_code == 0
+    assert cluster.broker(0).replica_manager.get_partition(("hw", 0)).high_watermark == 3
+    assert not os.path.exists(path)
+    getattr(cluster, how)(0)
+    if how == "kill":
+        assert not os.path.exists(path)
+    else:
+        assert OffsetCheckpoint(path).read()[("hw", 0)] == 3
 
 
 def test_stop_is_a_clean_shutdown(make_cluster):

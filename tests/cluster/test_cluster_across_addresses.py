@@ -162,9 +162,13 @@ def produce(bootstrap: str, numbers: range) -> list[tuple[int, bytes]]:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": 60_000, "linger.ms": 5, "topic.metadata.refresh.interval.ms": 1000})
     acked: list[tuple[int, bytes]] = []
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append((msg.partition(), msg.value()))
+
     for i in numbers:
-        producer.produce("spread", f"r{i}".encode(), partition=i % 3,
-                         on_delivery=lambda err, msg: acked.append((msg.partition(), msg.value())) if err is None else None)
+        producer.produce("spread", f"r{i}".encode(), partition=i % 3, on_delivery=delivered)
     assert producer.flush(90) == 0
     assert len(acked) == len(numbers)
     return acked

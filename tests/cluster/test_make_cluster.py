@@ -79,7 +79,8 @@ def test_make_cluster_starts_zookeeper_and_three_brokers_that_replicate_and_make
         assert produced.returncode == 0, produced.stderr
         # every broker holds a copy of partition 1: the replicas were placed and the followers fetched
         def copied(broker_id: int) -> int:
-            return sum(f.stat().st_size for f in (checkout / "data" / f"kafka-logs-{broker_id}" / "made-1").glob("*.log"))
+            log = checkout / "data" / f"kafka-logs-{broker_id}" / "made-1"
+            return sum(f.stat().st_size for f in log.glob("*.log"))
         wait_for(lambda: all(copied(b) > 0 for b in range(3)), 30, "three copies of made-1")
         consumed = subprocess.run(["kcat", "-b", "127.0.0.1:9094", "-C", "-t", "made", "-p", "1", "-o", "beginning",
                                    "-e", "-q"], capture_output=True, text=True, timeout=60)

@@ -2,6 +2,7 @@
 rebalance (T17), topic deletion with a broker down (T20), and unclean election per topic (T10)."""
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -112,6 +113,34 @@ def test_topic_deletion_waits_for_a_dead_replica(cluster):
         logs = os.listdir(cluster.tmp_path / f"broker-{broker_id}")
         assert not [d for d in logs if d.startswith("doomed-")], (broker_id, logs)
     assert all(s.metadata_cache.contains_topic("kept") for s in cluster.servers.values())
+
+
+@pytest.mark.parametrize("cluster", [{"delete.topic.enable": "true"}], indirect=True)
+def test_a_replica_whose_deletion_failed_is_retried_when_its_broker_returns(cluster):
+    """A broker whose disk refuses to delete a log answers StopReplica with an error: its replica goes to
+    ReplicaDeletionIneligible and the topic waits, as in 0.10, until that broker starts again."""
+    controller = cluster.controller().controller
+    cluster.zk_utils.create_topic_assignment("flaky", {0: [1, 2]})
+    wait_for(lambda: all(s.metadata_cache.contains_topic("flaky") for s in cluster.servers.values()), what="created")
+    log_manager = cluster.servers[1].replica_manager.log_manager
+
+    def refuse(topic, partition):
+        raise OSError(errno.EIO, "Input/output error", f"{topic}-{partition}")
+
+    log_manager.delete_log = refuse
+    cluster.zk_utils.mark_topic_for_deletion("flaky")
+    rsm, deletion = controller.replica_state_machine, controller.topic_deletion_manager
+    wait_for(lambda: {r.replica for r in rsm.replicas_in_state("flaky", ReplicaState.DELETION_INELIGIBLE)} == {1}
+             and {r.replica for r in rsm.replicas_in_state("flaky", ReplicaState.DELETION_SUCCESSFUL)} == {2},
+             what="broker 1's replica ineligible, broker 2's deleted")
+    assert "flaky" in deletion.topics_ineligible_for_deletion and "flaky" in cluster.zk_utils.get_all_topics()
+    assert os.path.isdir(cluster.tmp_path / "broker-1" / "flaky-0")
+    assert not os.path.exists(cluster.tmp_path / "broker-2" / "flaky-0")
+    cluster.stop(1)
+    cluster.start(1)                            # its start resumes the deletions it holds up
+    wait_for(lambda: "flaky" not in cluster.zk_utils.get_all_topics(), what="deletion finished")
+    assert cluster.zk_utils.zk.exists("/admin/delete_topics/flaky") is None
+    wait_for(lambda: not os.path.exists(cluster.tmp_path / "broker-1" / "flaky-0"), what="broker 1's log deleted")
 
 
 def test_deletion_disabled_keeps_the_topic(cluster):

@@ -14,6 +14,7 @@ from process_cluster import ProcessCluster
 
 from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.kafka_server import KafkaServer
+from kafka_edu.server.zk.zk_utils import ZkUtils, create_zk_client
 
 pytestmark = pytest.mark.zookeeper
 
@@ -93,6 +94,50 @@ def test_session_expiry_on_a_real_zookeeper_registers_the_broker_again(zookeeper
         assert server.controller.is_active or server.zk_utils.get_controller_id() == 4
     finally:
         server.shutdown()
+
+
+def test_the_controllers_session_expiry_on_a_real_zookeeper_elects_a_controller_and_keeps_both_brokers(
+        zookeeper, tmp_path):
+    """Two brokers on Debian's ZooKeeper; the controller's session is expired for real (a second client
+    attaches to it and closes it): its ephemerals go, a controller is elected with the next epoch, the
+    expired broker registers again under a new session, and a partition led by it gets a leader."""
+    logging.getLogger("kafka_edu").setLevel(logging.ERROR)
+    connect = f"{zookeeper.connect}/controller-expiry"
+    servers, observer = [], None
+    try:
+        for broker_id in (0, 1):
+            config = KafkaConfig({"broker.id": broker_id, "listeners": "PLAINTEXT://127.0.0.1:0",
+                                  "log.dirs": str(tmp_path / f"broker-{broker_id}"),
+                                  "zookeeper.connect": connect, "zookeeper.session.timeout.ms": 2000,
+                                  "offsets.topic.replication.factor": 1})
+            servers.append(KafkaServer(config))
+            servers[-1].startup()
+        observer = create_zk_client({"zookeeper.connect": connect}, name="expiry-observer")
+        zk_utils = ZkUtils(observer)
+        ProcessCluster.wait_until(lambda: zk_utils.get_controller_id() is not None, what="a controller")
+        controller_id, epoch = zk_utils.get_controller_id(), zk_utils.get_controller_epoch()[0]
+        expired = servers[controller_id]
+        zk_utils.create_topic_assignment("led", {0: [controller_id, 1 - controller_id]})
+        ProcessCluster.wait_until(lambda: zk_utils.get_leader_and_isr("led", 0) is not None, what="led-0's leader")
+        old_session = expired.zk_client.session_id
+        expired.zk_client.expire_session()
+        ProcessCluster.wait_until(lambda: zk_utils.get_controller_epoch()[0] > epoch
+                                  and zk_utils.get_controller_id() is not None, timeout=20,
+                                  what="a controller elected with the next epoch")
+        ProcessCluster.wait_until(lambda: expired.zk_client.session_id not in (0, old_session)
+                                  and (stat := zk_utils.zk.exists(f"/brokers/ids/{controller_id}")) is not None
+                                  and stat.ephemeral_owner == expired.zk_client.session_id,
+                                  timeout=20, what="the expired broker registered by its new session")
+        assert sorted(zk_utils.get_all_broker_ids()) == [0, 1]
+        active = [s.broker_id for s in servers if s.controller.is_active]
+        assert active == [zk_utils.get_controller_id()]
+        ProcessCluster.wait_until(lambda: zk_utils.get_leader_and_isr("led", 0).leader_and_isr.leader in (0, 1),
+                                  timeout=20, what="led-0 led by a live broker")
+    finally:
+        for server in servers:
+            server.shutdown()
+        if observer is not None:
+            observer.close()
 
 
 def test_server_stop_stops_the_configured_broker_with_exit_codes(make_cluster):

@@ -71,6 +71,15 @@ def wait_for(predicate, timeout: float = 10.0, what: str = "condition", interval
     raise TimeoutError(f"{what} not ready after {timeout}s")
 
 
+def refused(host: str, port: int) -> bool:
+    """Nothing listens at host:port (the connection is refused)."""
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def four_letter(port: int, word: bytes, limit: int = 64) -> bytes:
     """Send a four-letter word and read the answer until the server closes (or `limit` bytes)."""
     answer = b""

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import pytest
 from _broker_client import BrokerClient, records, values_of
+from external import refused
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.server.kafka_server import BrokerRegistrationError, KafkaServer
@@ -25,14 +25,6 @@ def leader(cluster, topic: str, partition: int) -> int:
     return cluster.partition_state(topic, partition).leader_and_isr.leader
 
 
-def refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
     cluster = make_cluster(3, **{"replica.lag.time.max.ms": 2000})
     create(cluster, "k", ASSIGNMENT)
@@ -40,7 +32,7 @@ def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
     with BrokerClient(cluster.ports[2]) as client:
         cluster.kill(2)
         assert client.closed_by_peer(timeout=5)
-    assert refused(cluster.ports[2])
+    assert refused("127.0.0.1", cluster.ports[2])
     assert cluster.zk.get_children("/brokers/ids") == ["0", "1"]
     assert cluster.live_brokers == [0, 1]
     log_dir = victim.config.log_dirs[0]

@@ -129,8 +129,9 @@ def test_the_controllers_session_expiry_on_a_real_zookeeper_elects_a_controller_
                                   and stat.ephemeral_owner == expired.zk_client.session_id,
                                   timeout=20, what="the expired broker registered by its new session")
         assert sorted(zk_utils.get_all_broker_ids()) == [0, 1]
-        active = [s.broker_id for s in servers if s.controller.is_active]
-        assert active == [zk_utils.get_controller_id()]
+        # the new controller takes office after writing its epoch: wait for exactly one active, the one named
+        ProcessCluster.wait_until(lambda: [s.broker_id for s in servers if s.controller.is_active]
+                                  == [zk_utils.get_controller_id()], timeout=20, what="one active controller")
         ProcessCluster.wait_until(lambda: zk_utils.get_leader_and_isr("led", 0).leader_and_isr.leader in (0, 1),
                                   timeout=20, what="led-0 led by a live broker")
     finally:
@@ -171,12 +172,13 @@ def test_server_stop_moves_every_leadership_away_before_the_broker_leaves(make_c
     samples: list[tuple[bool, list[int]]] = []
     done = threading.Event()
 
-    def watch():        # (registered?, leaders of the victim's partitions), as often as ZooKeeper answers
+    def watch():        # (registered?, leaders of the victim's partitions) every 5 ms, until it is gone
         while not done.is_set():
             registered = victim in cluster.registered()
             samples.append((registered, [cluster.partition_state("moving", p).leader_and_isr.leader for p in led]))
             if not registered:
                 return
+            time.sleep(0.005)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -188,6 +190,7 @@ def test_server_stop_moves_every_leadership_away_before_the_broker_leaves(make_c
         done.set()
         watcher.join()
     assert stopped.returncode == 0, stopped.stderr
+    assert samples[-1][0] is False                  # the watcher saw the registration go
     still_registered = [leaders for registered, leaders in samples if registered]
     assert still_registered[0] == [victim] * len(led)
     assert victim not in still_registered[-1], samples

@@ -106,8 +106,8 @@ def test_topic_deletion_waits_for_a_dead_replica(cluster):
     assert "doomed" in cluster.zk_utils.get_all_topics() and "doomed" in controller.topic_deletion_manager.topics_to_be_deleted
     assert not any(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values())
     cluster.start(2)
-    wait_for(lambda: "doomed" not in cluster.zk_utils.get_all_topics(), what="deletion finished")
-    assert cluster.zk_utils.zk.exists("/admin/delete_topics/doomed") is None
+    wait_for(lambda: "doomed" not in cluster.zk_utils.get_all_topics()
+             and cluster.zk_utils.zk.exists("/admin/delete_topics/doomed") is None, what="deletion finished")
     assert not any(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values())
     for broker_id in range(3):
         logs = os.listdir(cluster.tmp_path / f"broker-{broker_id}")
@@ -131,15 +131,16 @@ def test_a_replica_whose_deletion_failed_is_retried_when_its_broker_returns(clus
     cluster.zk_utils.mark_topic_for_deletion("flaky")
     rsm, deletion = controller.replica_state_machine, controller.topic_deletion_manager
     wait_for(lambda: {r.replica for r in rsm.replicas_in_state("flaky", ReplicaState.DELETION_INELIGIBLE)} == {1}
-             and {r.replica for r in rsm.replicas_in_state("flaky", ReplicaState.DELETION_SUCCESSFUL)} == {2},
-             what="broker 1's replica ineligible, broker 2's deleted")
-    assert "flaky" in deletion.topics_ineligible_for_deletion and "flaky" in cluster.zk_utils.get_all_topics()
+             and {r.replica for r in rsm.replicas_in_state("flaky", ReplicaState.DELETION_SUCCESSFUL)} == {2}
+             and "flaky" in deletion.topics_ineligible_for_deletion,
+             what="broker 1's replica ineligible, broker 2's deleted, the topic waiting")
+    assert "flaky" in cluster.zk_utils.get_all_topics()
     assert os.path.isdir(cluster.tmp_path / "broker-1" / "flaky-0")
     assert not os.path.exists(cluster.tmp_path / "broker-2" / "flaky-0")
     cluster.stop(1)
     cluster.start(1)                            # its start resumes the deletions it holds up
-    wait_for(lambda: "flaky" not in cluster.zk_utils.get_all_topics(), what="deletion finished")
-    assert cluster.zk_utils.zk.exists("/admin/delete_topics/flaky") is None
+    wait_for(lambda: "flaky" not in cluster.zk_utils.get_all_topics()
+             and cluster.zk_utils.zk.exists("/admin/delete_topics/flaky") is None, what="deletion finished")
     wait_for(lambda: not os.path.exists(cluster.tmp_path / "broker-1" / "flaky-0"), what="broker 1's log deleted")
 
 

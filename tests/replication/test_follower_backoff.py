@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 
 from _broker_client import records
 from _cluster import wait_until
@@ -18,7 +19,7 @@ WATCH_S = 2.0
 
 def cpu_seconds(thread: threading.Thread) -> float:
     """User + system CPU a thread of this process has used (Linux /proc)."""
-    fields = open(f"/proc/self/task/{thread.native_id}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -30,17 +31,17 @@ def test_a_follower_whose_leader_is_gone_backs_off_and_never_spins(make_cluster)
     wait_until(lambda: cluster.partition(1, "f").local_replica.log_end_offset == 2, what="the follower's copy")
     (fetcher,) = cluster.brokers[1].replica_manager.replica_fetcher_manager.fetcher_thread_map.values()
     port = cluster.brokers[0].bound_port()
-    cluster.stop(0)                  # nobody tells the follower: it still fetches from broker 0's address
-
-    used = cpu_seconds(fetcher)
-    time.sleep(WATCH_S)              # connection refused, again and again
-    refused_cpu = cpu_seconds(fetcher) - used
-
     accepted = []
-    with socket.socket() as gone:    # the same port now accepts, and closes every connection at once
+    with socket.socket() as gone:
+        cluster.stop(0)              # nobody tells the follower: it still fetches from broker 0's address
         gone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        gone.bind(("127.0.0.1", port))
-        gone.listen(16)
+        gone.bind(("127.0.0.1", port))   # held at once (no other socket takes it), not yet listening
+
+        used = cpu_seconds(fetcher)
+        time.sleep(WATCH_S)          # connection refused, again and again
+        refused_cpu = cpu_seconds(fetcher) - used
+
+        gone.listen(16)              # now the port accepts, and closes every connection at once
         gone.settimeout(0.05)
         used = cpu_seconds(fetcher)
         deadline = time.monotonic() + WATCH_S

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from _broker_client import records
@@ -95,6 +96,28 @@ def test_isr_changes_wait_for_5_s_of_quiet_but_never_more_than_60_s(make_cluster
         assert len(announced) == (1 if i < 15 else 2), i          # until 64 s > 60 s after the last one
     assert announced[1] == [("b", i) for i in range(16)]
     assert leader.isr_change_set == set()
+
+
+def test_a_leader_with_a_stale_zk_version_leaves_the_isr_alone(make_cluster):
+    """The ISR is written with a compare-and-set on the state znode's version. When someone else (a
+    new controller) wrote the znode since, the leader's shrink fails, and the leader keeps both the
+    znode and its own ISR as they were, waiting for the LeaderAndIsr that will follow."""
+    cluster = make_cluster(2, **{"replica.lag.time.max.ms": 1000})
+    cluster.create_partition("cas", 0, [0, 1])
+    leader = cluster.partition(0, "cas")
+    cached = leader.zk_version
+    current = cluster.zk_utils.get_leader_and_isr("cas", 0)
+    written, version = cluster.zk_utils.update_leader_and_isr(            # the same state, one version later
+        "cas", 0, current.leader_and_isr, current.controller_epoch)
+    assert written and version == cached + 1
+    assert cluster.brokers[1].replica_manager.replica_fetcher_manager.pause(timeout_s=5)
+    with cluster.client(0) as client:
+        assert client.produce("cas", 0, records(b"a"), acks=1).error_code == 0
+    time.sleep(1.1)                                                       # past replica.lag.time.max.ms
+    assert leader.maybe_shrink_isr(1000) is False
+    assert leader.in_sync_replicas == {0, 1} and leader.zk_version == cached
+    assert cluster.isr_in_zk("cas") == [0, 1]
+    assert cluster.brokers[0].replica_manager.isr_change_set == set()
 
 
 def test_min_insync_replicas_refuses_acks_all_before_appending(make_cluster):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import pytest
 from _controller_cluster import Cluster
 from external import wait_for
 
 from kafka_edu.server.controller.replica_state_machine import ReplicaState
-from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH
+from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
 
 
 def state(cluster, topic, partition):
@@ -142,6 +143,32 @@ def test_a_replica_whose_deletion_failed_is_retried_when_its_broker_returns(clus
     wait_for(lambda: "flaky" not in cluster.zk_utils.get_all_topics()
              and cluster.zk_utils.zk.exists("/admin/delete_topics/flaky") is None, what="deletion finished")
     wait_for(lambda: not os.path.exists(cluster.tmp_path / "broker-1" / "flaky-0"), what="broker 1's log deleted")
+
+
+@pytest.mark.parametrize("cluster", [{"delete.topic.enable": "true"}], indirect=True)
+def test_a_topic_under_reassignment_is_deleted_once_the_reassignment_completes(cluster):
+    """A reassignment makes its topic ineligible for deletion (0.10): a deletion asked for meanwhile
+    waits, starts no StopReplica, and goes ahead when the new replica has caught up."""
+    controller = cluster.controller().controller
+    zk = cluster.zk_utils
+    zk.create_topic_assignment("moving", {0: [0, 1]})
+    wait_for(lambda: all(s.metadata_cache.contains_topic("moving") for s in cluster.servers.values()), what="created")
+    fetchers = cluster.servers[2].replica_manager.replica_fetcher_manager
+    assert fetchers.pause(timeout_s=5)                  # the new replica cannot catch up yet
+    zk.update_partition_reassignment_data({("moving", 0): [1, 2]})
+    wait_for(lambda: ("moving", 0) in controller.context.partitions_being_reassigned, what="reassignment under way")
+    zk.mark_topic_for_deletion("moving")
+    deletion, rsm = controller.topic_deletion_manager, controller.replica_state_machine
+    wait_for(lambda: "moving" in deletion.topics_to_be_deleted, what="deletion queued")
+    time.sleep(0.5)
+    assert "moving" in deletion.topics_ineligible_for_deletion and "moving" in zk.get_all_topics()
+    assert not rsm.replicas_in_state("moving", ReplicaState.DELETION_STARTED)
+    assert (cluster.tmp_path / "broker-0" / "moving-0").is_dir()
+    fetchers.resume()
+    wait_for(lambda: "moving" not in zk.get_all_topics() and zk.zk.exists("/admin/delete_topics/moving") is None
+             and zk.zk.exists(REASSIGN_PARTITIONS_PATH) is None, timeout=20, what="reassigned, then deleted")
+    wait_for(lambda: not any((cluster.tmp_path / f"broker-{b}" / "moving-0").exists() for b in range(3)),
+             what="every log deleted")
 
 
 def test_deletion_disabled_keeps_the_topic(cluster):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 
 import pytest
 from _controller_cluster import Cluster
-from external import wait_for
+from external import refused, wait_for
 
 from kafka_edu.server.controller.replica_state_machine import ReplicaState
 from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
@@ -143,6 +144,48 @@ def test_a_replica_whose_deletion_failed_is_retried_when_its_broker_returns(clus
     wait_for(lambda: "flaky" not in cluster.zk_utils.get_all_topics()
              and cluster.zk_utils.zk.exists("/admin/delete_topics/flaky") is None, what="deletion finished")
     wait_for(lambda: not os.path.exists(cluster.tmp_path / "broker-1" / "flaky-0"), what="broker 1's log deleted")
+
+
+@pytest.mark.parametrize("cluster", [{"delete.topic.enable": "true"}], indirect=True)
+def test_a_broker_that_dies_while_deleting_holds_the_deletion_until_it_returns(cluster):
+    """A broker dies (killed) while its StopReplica is in flight: its replica goes from
+    ReplicaDeletionStarted to ReplicaDeletionIneligible, and the deletion resumes when it starts again."""
+    controller = cluster.controller().controller
+    victim = max(b for b in range(3) if b != controller.broker_id)      # not the controller
+    keeper = min(b for b in range(3) if b != victim)
+    cluster.zk_utils.create_topic_assignment("halfway", {0: [keeper, victim]})
+    wait_for(lambda: all(s.metadata_cache.contains_topic("halfway") for s in cluster.servers.values()),
+             what="created")
+    slow_disk = threading.Event()
+    log_manager = cluster.servers[victim].replica_manager.log_manager
+    delete_log = log_manager.delete_log
+
+    def stuck(topic, partition):
+        slow_disk.wait(20)
+        delete_log(topic, partition)
+
+    log_manager.delete_log = stuck
+    cluster.zk_utils.mark_topic_for_deletion("halfway")
+    rsm, deletion = controller.replica_state_machine, controller.topic_deletion_manager
+    wait_for(lambda: {r.replica for r in rsm.replicas_in_state("halfway", ReplicaState.DELETION_STARTED)} == {victim},
+             what="the victim's deletion under way, the other one done")
+    dying = cluster.servers.pop(victim)
+    port = dying.bound_port()
+    killer = threading.Thread(target=dying.kill)       # it waits for the handler stuck on the disk
+    killer.start()
+    wait_for(lambda: refused("127.0.0.1", port) and victim not in cluster.zk_utils.get_all_broker_ids(),
+             what="the victim's sockets and registration gone")
+    slow_disk.set()                                      # too late: nobody can read its answer
+    killer.join(20)
+    wait_for(lambda: {r.replica for r in rsm.replicas_in_state("halfway", ReplicaState.DELETION_INELIGIBLE)}
+             == {victim} and "halfway" in deletion.topics_ineligible_for_deletion,
+             what="the victim's replica ineligible")
+    assert "halfway" in cluster.zk_utils.get_all_topics()
+    cluster.start(victim)
+    wait_for(lambda: "halfway" not in cluster.zk_utils.get_all_topics()
+             and cluster.zk_utils.zk.exists("/admin/delete_topics/halfway") is None, what="deletion finished")
+    wait_for(lambda: not any((cluster.tmp_path / f"broker-{b}" / "halfway-0").exists() for b in range(3)),
+             what="every log deleted")
 
 
 @pytest.mark.parametrize("cluster", [{"delete.topic.enable": "true"}], indirect=True)

@@ -80,6 +80,15 @@ def refused(host: str, port: int) -> bool:
     return False
 
 
+def made_dir(path: Path) -> bool:
+    """mkdir; False while something stands at `path` (a checkpoint write's temporary file, say)."""
+    try:
+        path.mkdir()
+        return True
+    except FileExistsError:
+        return False
+
+
 def four_letter(port: int, word: bytes, limit: int = 64) -> bytes:
     """Send a four-letter word and read the answer until the server closes (or `limit` bytes)."""
     answer = b""

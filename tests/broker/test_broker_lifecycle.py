@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _broker_client import BrokerClient, records, start_broker, values_of
-from external import free_port, wait_for
+from external import free_port, made_dir, wait_for
 
 from kafka_edu.server.broker_states import BrokerStates
 from kafka_edu.server.kafka_server import BrokerIdentityError
@@ -193,7 +193,7 @@ def test_a_halt_during_a_clean_shutdown_leaves_the_logs_as_a_kill_does(tmp_path)
         client.create_topic("kept", 1)
         client.produce("kept", 0, records(b"one", b"two"))
     refused = tmp_path / "replication-offset-checkpoint.tmp"
-    wait_for(lambda: _made(refused), 10, "a moment with no checkpoint being written")
+    wait_for(lambda: made_dir(refused), 10, "a moment with no checkpoint being written")
     server.shutdown()
     assert halts and halts[0].startswith("error writing the high-watermark checkpoint")
     assert server.broker_state.current_state == BrokerStates.NOT_RUNNING
@@ -205,12 +205,3 @@ def test_a_halt_during_a_clean_shutdown_leaves_the_logs_as_a_kill_does(tmp_path)
         assert server.replica_manager.get_partition(("kept", 0)).local_replica.log_end_offset == 2
     finally:
         server.shutdown()
-
-
-def _made(directory: Path) -> bool:
-    """mkdir, False while a checkpoint write's own temporary file stands there."""
-    try:
-        directory.mkdir()
-        return True
-    except FileExistsError:
-        return False

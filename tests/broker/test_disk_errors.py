@@ -18,6 +18,7 @@ TESTS = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TESTS / "compat"))     # broker_process
 
 from broker_process import BrokerProcess  # noqa: E402
+from external import made_dir, wait_for  # noqa: E402
 
 VALUE_SIZE = 1000
 
@@ -96,13 +97,9 @@ def test_a_broker_that_cannot_write_its_high_watermark_checkpoint_halts(tmp_path
         while "t 0 1" not in (checkpoint.read_text() if checkpoint.exists() else ""):
             assert time.monotonic() < deadline, "the HW of t-0 never reached the checkpoint"
             time.sleep(0.1)
-        while True:                             # the next write cannot open its temporary file
-            try:
-                (broker.log_dir / "replication-offset-checkpoint.tmp").mkdir()
-                break
-            except FileExistsError:             # a write was under way: its file stands there until renamed
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+        # the next write cannot open its temporary file (a write under way leaves its file there until renamed)
+        wait_for(lambda: made_dir(broker.log_dir / "replication-offset-checkpoint.tmp"), 30,
+                 "a moment with no checkpoint being written")
         assert broker.proc.wait(30) == 1
         assert f"halting: error writing the high-watermark checkpoint {checkpoint}" in broker.output()
         assert "t 0 1" in checkpoint.read_text()                          # the last good checkpoint stays

@@ -65,9 +65,12 @@ check-tangle:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# tests/book needs the built book: book-test runs it after `book`.
+# tests/book needs the built book: book-test runs it after `book`. Two workers (pytest-xdist), each
+# module whole on one (tests/conftest.py): most tests wait on brokers and clients rather than a core.
+# Tests marked `serial` then run alone.
 unit: install
-	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/book
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/book -n 2 -m "not serial"
+	$(BIN)/pytest -q -p no:cacheprovider --ignore=tests/book -m serial
 
 nbval: install
 	$(NBVAL)

@@ -13,6 +13,20 @@ import pytest
 from external import ZOOKEEPER_JARS, MockCluster, ZooKeeperServer, free_port, require
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist (`make unit` runs two workers) a module runs whole and in order on one worker,
+    so its module fixtures start once; the Spark modules go together, so that one Spark driver runs
+    at a time. (xdist's own `loadgroup` no longer marks groups with pytest 9.2's node ids.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "tests/spark" if module.startswith("tests/spark/") else module
+
+    return ModuleScheduling(config, log)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _module_keeps_its_log_level_to_itself():
     """Modules quiet kafka_edu's logs for their brokers; the next module starts with the old level,

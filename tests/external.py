@@ -43,12 +43,21 @@ def require_chromium() -> None:
 _handed_out: set[int] = set()
 
 
+def _port_range() -> tuple[int, int]:
+    """Ports 20000 to 32000, below Linux's ephemeral range (32768 and up), split between pytest-xdist's
+    workers (gw0, gw1, ...): a broker stopped for a restart keeps its port, and no other worker may take it."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    width = 12000 // workers
+    return 20000 + worker * width, 20000 + (worker + 1) * width - 1
+
+
 def free_port() -> int:
-    """A loopback port free right now, below Linux's ephemeral range (32768 and up), so that no
-    outgoing connection of a busy test run can take it before its server binds it; never the same
-    port twice in one run."""
+    """A loopback port free right now, where no outgoing connection of a busy test run can take it
+    before its server binds it; never the same port twice in one run, nor on two workers."""
+    low, high = _port_range()
     while True:
-        port = random.randint(20000, 32000)
+        port = random.randint(low, high)
         if port in _handed_out:
             continue
         with socket.socket() as s:
@@ -58,6 +67,14 @@ def free_port() -> int:
                 continue
         _handed_out.add(port)
         return port
+
+
+def interruptible(argv: list[str]) -> list[str]:
+    """`argv` started with SIGINT at its default, so that Ctrl-C raises KeyboardInterrupt in it. A suite
+    started in the background of a non-interactive shell (`make test &`, a CI runner) ignores SIGINT,
+    every child inherits that, and a test that interrupts a command must not depend on how it was started."""
+    reset = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", reset, *argv]
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.01):

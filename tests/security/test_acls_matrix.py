@@ -338,6 +338,8 @@ def test_a_commit_to_an_unreadable_topic_is_refused_and_stores_nothing(granted):
     loading = {Errors.NOT_COORDINATOR.code, Errors.COORDINATOR_LOAD_IN_PROGRESS.code}
     with login(granted, "bob") as bob, login(granted, "admin") as admin:
         assert create_topic(admin, "secret") == 0
+        # as a client would: finding the coordinator creates the offsets topic if no earlier test did
+        assert bob.call(ApiKeys.FIND_COORDINATOR, 1, {"key": GROUP, "key_type": 0}).error_code not in AUTH.values()
         deadline = time.monotonic() + 10
         while loading & set((errors := commit_both(bob)).values()):     # the coordinator still loading
             assert time.monotonic() < deadline, errors

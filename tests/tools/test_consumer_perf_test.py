@@ -10,6 +10,7 @@ import time
 
 import pytest
 from compat.broker_process import KAFKA_EDU, BrokerProcess
+from external import interruptible
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 
@@ -89,8 +90,8 @@ def test_join_timeout():
 
 
 def test_ctrl_c_ends_with_a_summary():
-    proc = subprocess.Popen([str(KAFKA_EDU), "consumer-perf-test", "--broker-list", "127.0.0.1:1", "--topic", "t",
-                             "--messages", "10", "--timeout", "60000"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(interruptible([str(KAFKA_EDU), "consumer-perf-test", "--broker-list", "127.0.0.1:1",
+                                           "--topic", "t", "--messages", "10", "--timeout", "60000"]), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == SUMMARY_HEADER + "\n"        # waiting for the join
     time.sleep(0.5)

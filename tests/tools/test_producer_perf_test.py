@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from compat.broker_process import KAFKA_EDU, BrokerProcess
+from external import interruptible
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.consumer.kafka_consumer import KafkaConsumer
@@ -152,9 +153,10 @@ def test_help_lists_every_option_with_its_default():
 
 def test_ctrl_c_reports_what_was_sent(broker):
     topic = new_topic(broker)
-    proc = subprocess.Popen([str(KAFKA_EDU), "producer-perf-test", "--topic", topic, "--num-records", "100000",
-                             "--record-size", "10", "--throughput", "500", "--reporting-interval", "500",
-                             "--producer-props", f"bootstrap.servers={broker.bootstrap}"],
+    proc = subprocess.Popen(interruptible([str(KAFKA_EDU), "producer-perf-test", "--topic", topic, "--num-records",
+                                           "100000", "--record-size", "10", "--throughput", "500",
+                                           "--reporting-interval", "500",
+                                           "--producer-props", f"bootstrap.servers={broker.bootstrap}"]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline()           # a window line: it is sending
     proc.send_signal(signal.SIGINT)

@@ -13,16 +13,25 @@ import pytest
 from external import ZOOKEEPER_JARS, MockCluster, ZooKeeperServer, free_port, require
 
 
+# modules that one worker runs one after the other: one Spark driver at a time, and the fixed ports
+# of `make cluster` and of the packaged ZooKeeper default (2181, 9092-9094) held by one test at a time
+SCOPES = {"tests/spark/": "spark", "tests/cluster/test_make_cluster.py": "fixed-ports",
+          "tests/cluster/test_process_commands.py": "fixed-ports"}
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """With pytest-xdist (`make unit` runs two workers) a module runs whole and in order on one worker,
-    so its module fixtures start once; the Spark modules go together, so that one Spark driver runs
-    at a time. (xdist's own `loadgroup` no longer marks groups with pytest 9.2's node ids.)"""
+    so its module fixtures start once, and SCOPES go together. (xdist's own `loadgroup` no longer
+    marks groups with pytest 9.2's node ids.) Another --dist than the default keeps its own scheduler."""
+    if config.getoption("dist") not in ("load", "loadscope"):
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "tests/spark" if module.startswith("tests/spark/") else module
+            return next((scope for prefix, scope in SCOPES.items() if module.startswith(prefix)), module)
 
     return ModuleScheduling(config, log)
 

@@ -47,7 +47,8 @@ def _port_range() -> tuple[int, int]:
     """Ports 20000 to 32000, below Linux's ephemeral range (32768 and up), split between pytest-xdist's
     workers (gw0, gw1, ...): a broker stopped for a restart keeps its port, and no other worker may take it."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    # a worker xdist starts in place of a crashed one (gw2 of two) shares the last range
+    worker = min(int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]), workers - 1)
     width = 12000 // workers
     return 20000 + worker * width, 20000 + (worker + 1) * width - 1
 

@@ -21,14 +21,19 @@ BROKER_THREAD_PREFIXES = ("kafka-socket-acceptor-", "kafka-network-thread-", "ka
 
 
 def broker_threads(besides: set[threading.Thread] = frozenset()) -> list[threading.Thread]:
-    """The broker threads alive now, except `besides` (those of a broker another module still runs)."""
     return [t for t in threading.enumerate() if t.name.startswith(BROKER_THREAD_PREFIXES) and t not in besides]
+
+
+@pytest.fixture(scope="module")
+def others() -> set[threading.Thread]:
+    """Broker threads alive before this module's first test: another module's broker (a session fixture
+    of the Spark tests, run earlier on the same worker). Threads this module leaks are not among them."""
+    return set(broker_threads())
 
 
 # --- 1. threads and topology ------------------------------------------------------------------
 
-def test_two_listeners_start_the_expected_threads_and_shutdown_joins_them():
-    others = set(broker_threads())
+def test_two_listeners_start_the_expected_threads_and_shutdown_joins_them(others):
     broker = Broker(listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                     **{"num.network.threads": 3, "num.io.threads": 8, "broker.id": 5,
                        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config":
@@ -239,8 +244,7 @@ def test_a_client_stalling_mid_frame_costs_three_bounded_waits_then_none():
 
 # --- start-up errors --------------------------------------------------------------------------
 
-def test_a_port_in_use_fails_startup_with_bind_error(port):
-    others = set(broker_threads())
+def test_a_port_in_use_fails_startup_with_bind_error(port, others):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", port))
         squatter.listen()

@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 KAFKA_EDU = str(Path(sys.executable).parent / "kafka-edu")
 
 
-def kafka_threads() -> list[str]:
+def kafka_threads(besides: set[threading.Thread] = frozenset()) -> list[str]:
     return sorted(t.name for t in threading.enumerate()
-                  if t.name.startswith(("kafka-", "ExpirationReaper", "executor-")) and t.is_alive())
+                  if t.name.startswith(("kafka-", "ExpirationReaper", "executor-")) and t.is_alive()
+                  and t not in besides)
 
 
 def test_startup_registers_and_shutdown_leaves_clean_state(tmp_path):
@@ -52,8 +53,7 @@ def test_startup_registers_and_shutdown_leaves_clean_state(tmp_path):
     assert "kept 1 2" in (tmp_path / "recovery-point-offset-checkpoint").read_text()
     assert "kept 1 2" in (tmp_path / "replication-offset-checkpoint").read_text()
     assert zk.get_children("/brokers/ids") == []
-    assert not [t.name for t in threading.enumerate() if t not in others and t.is_alive()
-                and t.name.startswith(("kafka-", "ExpirationReaper", "executor-"))]
+    assert kafka_threads(besides=others) == []
     zk.close()
 
 

@@ -171,7 +171,9 @@ class _TopicCreation:
     def _validate_new_topic(self, topic: NewTopic, existing: list[str]) -> tuple[dict, dict]:
         validate_topic_name(topic.name)
         if topic.name in existing:
-            raise AdminError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+            deleting = topic.name in self.zk_utils.get_topics_marked_for_deletion()
+            raise AdminError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' "
+                             f"{'is marked for deletion' if deleting else 'already exists'}.")
         refuse_collisions(topic.name, existing)
         configs = self.validate_configs(topic.configs)
         if topic.assignments:

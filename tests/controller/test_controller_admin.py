@@ -11,6 +11,8 @@ import pytest
 from _controller_cluster import Cluster
 from external import refused, wait_for
 
+from kafka_edu.clients.admin import ClusterAdmin, NewTopic
+from kafka_edu.common.protocol.errors import Errors
 from kafka_edu.server.controller.replica_state_machine import ReplicaState
 from kafka_edu.server.zk.zk_utils import PREFERRED_REPLICA_ELECTION_PATH, REASSIGN_PARTITIONS_PATH
 
@@ -107,6 +109,10 @@ def test_topic_deletion_waits_for_a_dead_replica(cluster):
              and not rsm.is_any_replica_in_state("doomed", ReplicaState.DELETION_STARTED), what="deletion blocked")
     assert "doomed" in cluster.zk_utils.get_all_topics() and "doomed" in controller.topic_deletion_manager.topics_to_be_deleted
     assert not any(s.metadata_cache.contains_topic("doomed") for s in cluster.servers.values())
+    # gone from every metadata cache, not yet from ZooKeeper: the name is still taken, and the error says why
+    with ClusterAdmin(f"127.0.0.1:{cluster.controller().bound_port()}") as admin:
+        refused_again = admin.create_topics([NewTopic("doomed", 1, 1)])["doomed"]
+    assert refused_again.error is Errors.TOPIC_ALREADY_EXISTS and "is marked for deletion" in str(refused_again)
     cluster.start(2)
     wait_for(lambda: "doomed" not in cluster.zk_utils.get_all_topics()
              and cluster.zk_utils.zk.exists("/admin/delete_topics/doomed") is None, what="deletion finished")

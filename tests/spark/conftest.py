@@ -10,9 +10,11 @@ import logging
 
 import pytest
 from _spark_helpers import BYTES, ROOT, require_spark, start_broker
+from external import wait_for
 
 from kafka_edu.clients.admin import ClusterAdmin, NewTopic
 from kafka_edu.clients.producer.kafka_producer import KafkaProducer
+from kafka_edu.common.protocol.errors import Errors
 
 _topics = itertools.count()
 
@@ -44,9 +46,20 @@ def topic(servers):
     """A factory: a new topic with `partitions` partitions (and topic configs), named uniquely unless
     `name` recreates a deleted one."""
     def create(partitions: int = 1, name: str | None = None, **configs) -> str:
-        name = name or f"spark-{next(_topics)}"
+        recreate, name = name is not None, name or f"spark-{next(_topics)}"
+        new_topic = NewTopic(name, partitions, 1, configs={k.replace("_", "."): str(v) for k, v in configs.items()})
+
+        def created() -> bool:
+            error = admin.create_topics([new_topic])[name]
+            # a deleted topic leaves metadata before its deletion ends; until then the name is taken
+            if recreate and error is not None and error.error is Errors.TOPIC_ALREADY_EXISTS:
+                return False
+            if error is not None:
+                raise error
+            return True
+
         with ClusterAdmin(servers) as admin:
-            admin.create_topics([NewTopic(name, partitions, 1, configs={k.replace("_", "."): str(v) for k, v in configs.items()})])
+            wait_for(created, timeout=30, what=f"{name} created", interval=0.1)
         return name
     return create
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from blocking_client import CodecConnection
+from external import wait_for
 
 from kafka_edu.common.protocol.api_keys import ApiKeys
 from kafka_edu.common.protocol.errors import Errors
@@ -60,13 +61,6 @@ def second_broker(broker, tmp_path_factory):
     server.startup()
     yield server
     server.shutdown()
-
-
-def wait_for(condition, timeout_s=10):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def login(server, user) -> CodecConnection:
@@ -203,7 +197,10 @@ def test_group_apis(granted):
         described = carol.call(ApiKeys.DESCRIBE_GROUPS, 0, {"groups": [GROUP]}).groups[0]
         assert described.error_code == AUTH["GROUP"]
         assert bob.call(ApiKeys.LIST_GROUPS, 0, {}).error_code == AUTH["CLUSTER"]
-        assert admin.call(ApiKeys.LIST_GROUPS, 0, {}).error_code == 0
+        # the offsets topic bob's FindCoordinator created may still be loading: a client asks again
+        listed = wait_for(lambda: (r := admin.call(ApiKeys.LIST_GROUPS, 0, {})).error_code
+                          != Errors.COORDINATOR_LOAD_IN_PROGRESS.code and r, timeout=30, what="offsets loaded")
+        assert listed.error_code == 0
         assert bob.call(ApiKeys.DELETE_GROUPS, 0, {"groups_names": [GROUP]}).results[0].error_code == AUTH["GROUP"]
 
 

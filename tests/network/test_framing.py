@@ -11,7 +11,7 @@ import pytest
 
 from kafka_edu.common.network.kafka_channel import CREDIT_PER_FINISHED_WAIT, WAIT_CREDITS, KafkaChannel
 from kafka_edu.common.network.network_receive import (
-    InvalidReceiveError, NetworkReceive, TruncatedFrameError)
+    InvalidReceiveError, NetworkReceive, TruncatedFrameError, arm_waits, disarm_waits)
 from kafka_edu.common.network.network_send import NetworkSend
 
 
@@ -154,6 +154,19 @@ def test_wait_for_rest_gathers_a_frame_arriving_in_pieces(pair):
     assert receive.wait_for_rest(right, 5.0) == len(frame) - 1000
     writer.join()
     assert receive.complete() and receive.payload == payload
+    assert right.getblocking() is True                         # left armed for the next wait
+
+
+def test_a_read_that_must_not_wait_does_not_block_on_an_armed_socket(pair):
+    left, right = pair
+    arm_waits(right, 5.0)
+    receive = NetworkReceive("x")
+    started = time.monotonic()
+    assert receive.read_from(right) == 0                        # nothing there: no wait for the 5 s bound
+    left.sendall((3).to_bytes(4, "big") + b"abc")
+    assert receive.read_from(right) == 7 and receive.payload == b"abc"
+    assert time.monotonic() - started < 1.0
+    disarm_waits(right)
     assert right.getblocking() is False
 
 
@@ -167,7 +180,7 @@ def test_wait_for_rest_is_bounded_by_its_timeout_and_keeps_what_came(pair):
     assert receive.wait_for_rest(right, 0.2) == 20
     assert 0.15 <= time.monotonic() - started < 2.0
     writer.join()
-    assert not receive.complete() and right.getblocking() is False
+    assert not receive.complete() and right.getblocking() is True
     left.sendall(b"c" * 70)
     assert read_all(receive, right) == b"a" * 10 + b"b" * 20 + b"c" * 70
 
@@ -219,7 +232,7 @@ def test_kafka_channel_writes_a_frame_through_a_small_send_buffer_in_one_call(pa
     assert channel.write(wait_s=5.0) is not None and not channel.has_send()
     reader.join()
     assert got == [len(payload).to_bytes(4, "big") + payload]
-    assert channel.wait_credits == WAIT_CREDITS and right.getblocking() is False
+    assert channel.wait_credits == WAIT_CREDITS and right.getblocking() is True
 
 
 def test_kafka_channel_stops_waiting_for_a_peer_whose_waits_time_out(pair):
@@ -233,9 +246,25 @@ def test_kafka_channel_stops_waiting_for_a_peer_whose_waits_time_out(pair):
         waited.append(time.monotonic() - started >= 0.09)
         left.sendall(b"b")
     assert waited == [True, True, True, False, False] and channel.wait_credits == 0
+    assert right.getblocking() is False                        # out of waits: non-blocking again
     left.sendall(b"c" * 94)
     frame = channel.read(wait_s=0.1)
     assert frame is not None and frame.payload == b"a" + b"b" * 5 + b"c" * 94
+
+
+def test_a_channel_out_of_waits_writes_without_blocking(pair):
+    left, right = pair
+    right.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    channel = KafkaChannel("c", right)
+    channel.set_send(NetworkSend("c", bytes(1_000_000)))
+    for _ in range(3):                                    # nobody reads: each bounded wait times out
+        started = time.monotonic()
+        assert channel.write(wait_s=0.05) is None
+        assert time.monotonic() - started >= 0.04
+    assert channel.wait_credits == 0 and right.getblocking() is False
+    started = time.monotonic()
+    assert channel.write(wait_s=5.0) is None                   # no credit left: no wait at all
+    assert time.monotonic() - started < 1.0
 
 
 def test_finished_waits_earn_credit_back_an_eighth_at_a_time(pair):

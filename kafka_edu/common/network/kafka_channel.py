@@ -4,7 +4,7 @@
 import selectors
 import socket
 
-from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive, blocking_for
+from kafka_edu.common.network.network_receive import UNLIMITED, NetworkReceive, arm_waits, disarm_waits
 from kafka_edu.common.network.network_send import Send
 from kafka_edu.common.security.auth import ANONYMOUS
 
@@ -91,14 +91,15 @@ class KafkaChannel:
 
     def write(self, wait_s: float = 0.0) -> Send | None:
         """Write what the socket accepts; return the send once completely written. `wait_s` > 0: the
-        socket may be waited for that long to take the rest (`finish_send`, below)."""
+        socket may be waited for that long to take all of it (`finish_send`, below)."""
         if self.transport is not None and not self.transport.flush():
             return None
         if self._send is None:
             return None
-        self._send.write_to(self._io)
-        if wait_s and not self._send.completed():
+        if wait_s and self._may_wait():
             self.finish_send(wait_s)
+        else:
+            self._send.write_to(self._io)
         if not self._send.completed():
             return None
         done, self._send = self._send, None
@@ -146,15 +147,15 @@ del watch
 def finish_receive(self: KafkaChannel, wait_s: float) -> None:
     """Beyond 0.10: block up to `wait_s` for the rest of the frame being read, if this peer has earned it."""
     if self._may_wait():
-        self._receive.wait_for_rest(self.socket, wait_s)
+        self._receive.wait_for_rest(self.socket, wait_s)          # arms the socket (arm_waits)
         self._count_wait(self._receive.complete())
 
 
 def finish_send(self: KafkaChannel, wait_s: float) -> None:
     """Beyond 0.10: block up to `wait_s` while the socket takes the rest of the send, likewise."""
     if self._may_wait():
-        with blocking_for(self.socket, socket.SO_SNDTIMEO, wait_s):
-            self._send.write_to(self.socket)
+        arm_waits(self.socket, wait_s)
+        self._send.write_to(self.socket)
         self._count_wait(self._send.completed())
 
 
@@ -165,8 +166,10 @@ def _may_wait(self: KafkaChannel) -> bool:
 def _count_wait(self: KafkaChannel, finished: bool) -> None:
     if finished:
         self.wait_credits = min(WAIT_CREDITS, self.wait_credits + CREDIT_PER_FINISHED_WAIT)
-    else:
-        self.wait_credits -= 1
+        return
+    self.wait_credits -= 1
+    if not self._may_wait():
+        disarm_waits(self.socket)
 
 
 for _method in (finish_receive, finish_send, _may_wait, _count_wait):

@@ -192,7 +192,7 @@ def _poll_channel(self, channel: KafkaChannel, events: int, now_ns: int) -> None
             while (receive := channel.read(self._frame_wait_s)) is not None:
                 self._staged.setdefault(channel.id, deque()).append(receive)
         if events & selectors.EVENT_WRITE:
-            send = channel.write()
+            send = channel.write(self._frame_wait_s)
             if send is not None:
                 self.completed_sends.append(send)
                 self._update_interest(channel)

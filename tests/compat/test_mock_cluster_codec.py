@@ -112,8 +112,11 @@ def test_confluent_producer_batches_fetched_and_decoded_by_us(mock_cluster, code
     topic = f"h1-theirs-{codec.config_name}-{uuid.uuid4().hex[:6]}"
     address = leader_of(mock_cluster, topic)
     rows = sample(codec, n=8)
+    # flush() sends at once whatever linger.ms says, so a long linger keeps every row in one batch however
+    # slowly this loop runs: under load a 50 ms linger once let the first row leave alone, and librdkafka
+    # sent that one-record batch uncompressed (compressing it would not have made it smaller).
     producer = Producer({"bootstrap.servers": mock_cluster.bootstrap, "compression.type": codec.config_name,
-                         "linger.ms": 50, "enable.idempotence": False})
+                         "linger.ms": 5000, "enable.idempotence": False})
     for timestamp, key, value, headers in rows:
         producer.produce(topic, value=value, key=key, partition=0, timestamp=timestamp, headers=list(headers))
     assert producer.flush(30) == 0

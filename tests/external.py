@@ -95,8 +95,8 @@ def refused(host: str, port: int) -> bool:
         socket.create_connection((host, port), timeout=2).close()
     except ConnectionRefusedError:
         return True
-    except ConnectionResetError:      # a listener closing as the probe connects: ask again
-        return False
+    except ConnectionResetError:      # a listener closing as the probe connects: not refused yet, ask again
+        pass
     return False
 
 

@@ -36,7 +36,7 @@ class TricklingSocket:
         data = b"".join(bytes(b) for b in buffers)[:self.step]
         return self.sock.send(data)
 
-    def recv_into(self, buffer) -> int:
+    def recv_into(self, buffer, *args) -> int:
         if self._refuse():
             raise BlockingIOError
         return self.sock.recv_into(memoryview(buffer)[:self.step])

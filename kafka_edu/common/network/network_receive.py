@@ -97,8 +97,8 @@ class NetworkReceive:
         return self._payload
 
     def _recv(self, sock: socket.socket, into: memoryview, flags: int = socket.MSG_DONTWAIT) -> int:
-        try:                                    # (a TLS transport's recv_into takes no flags, and never waits)
-            got = sock.recv_into(into, 0, flags) if isinstance(sock, socket.socket) else sock.recv_into(into)
+        try:                                    # (a TLS transport ignores the flags: it never waits)
+            got = sock.recv_into(into, 0, flags)
         except BlockingIOError:                 # nothing yet (or SO_RCVTIMEO passed with nothing)
             return 0
         if got == 0:

@@ -93,10 +93,11 @@ class _SslHandshake:
 class SslTransportLayer(_SslHandshake):
     """TLS over one non-blocking socket through memory BIOs; quacks like the socket for the channel."""
 
-    def recv_into(self, buffer) -> int:
+    def recv_into(self, buffer, nbytes: int = 0, flags: int = 0) -> int:
+        """As the socket's; `flags` mean nothing here: decrypted bytes are never waited for."""
         while True:
             try:
-                return self._ssl.read(len(buffer), buffer)
+                return self._ssl.read(nbytes or len(buffer), buffer)
             except ssl.SSLWantReadError:
                 if not self._fill():
                     raise BlockingIOError from None

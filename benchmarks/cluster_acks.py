@@ -151,11 +151,11 @@ def delete_topics(bootstrap: str, brokers: list[BrokerProcess], topics: list[str
     """Delete a repeat's topics and wait until their logs are gone from every broker's disk.
 
     Each repeat writes a few hundred megabytes (three times over on the cluster). Kept, they would
-    grow the page cache by gigabytes over a run, and on this virtual machine, once a run's page
-    cache has grown by about 2 GB, every further byte written costs the writers about twice the
-    CPU, synced or not (most likely the host backing guest memory the first time it is touched):
-    later repeats, and the cluster more than the single broker, would pay for the earlier ones.
-    Deleted, the next repeat's logs reuse the pages the last one freed.
+    grow the page cache by gigabytes over a run, into pages this virtual machine had given back to
+    its host (free page reporting), and the first write into such a page costs four to nine times the
+    CPU of a write into a page freed a moment before: later repeats, and the cluster more than the
+    single broker, would pay for the earlier ones. Deleted, the next repeat's logs reuse the pages
+    the last one freed while they are still warm.
     """
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.delete_topics(topics, operation_timeout=30).values():

@@ -8,6 +8,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from kafka_edu.clients.client_security import channel_builder_for, check_authentication, define_security_keys
+from kafka_edu.clients.cluster_connection_states import ConnectionState
 from kafka_edu.clients.metadata import Metadata, cluster_from_metadata_response
 from kafka_edu.clients.network_client import NetworkClient
 from kafka_edu.common.acl import (ANY_CODE, LITERAL_PATTERN, Acl, Operation, PermissionType, Resource,
@@ -170,14 +171,21 @@ class _Plumbing:
     def _deadline(self) -> int:
         return self._time.milliseconds() + self.request_timeout_ms
 
-    def _ready_node(self, choose: Callable[[], Node | None], deadline: int, what: str) -> Node:
-        """Poll until `choose()` names a node that is ready for a request."""
+    def _ready_node(self, choose: Callable[[], Node | None], deadline: int, what: str,
+                    fixed: bool = False) -> Node:
+        """Poll until `choose()` names a node that is ready for a request. A `fixed` node whose
+        connection fails meanwhile ends the wait with NETWORK_EXCEPTION (retriable), as Kafka's
+        awaitReady ends it, so the caller looks the node up again instead of waiting for a dead one."""
+        started = self._time.milliseconds()
         while True:
             now = self._time.milliseconds()
             node = choose()
             if node is not None and self.client.ready(node, now):
                 return node
             check_authentication(self.client)        # 4.8: a refused login is final, not retriable
+            if fixed and self._failed_since(node, started):
+                raise KafkaError(Errors.NETWORK_EXCEPTION, f"{what}: the connection to node {node.id} "
+                                 f"({node.host}:{node.port}) failed")
             if now >= deadline:
                 where = "no node is known" if node is None else f"node {node.id} ({node.host}:{node.port})"
                 raise TimeoutError(f"{what}: {where} was not ready within {self.request_timeout_ms} ms")
@@ -185,7 +193,7 @@ class _Plumbing:
 
     def _send(self, node: Node, api: ApiKeys, body, deadline: int) -> Struct:
         """One request to `node`; its response body, or KafkaError(NETWORK_EXCEPTION) on a disconnect."""
-        node = self._ready_node(lambda: node, deadline, api.message.name)
+        node = self._ready_node(lambda: node, deadline, api.message.name, fixed=True)
         answered = []
         self.client.send(self.client.new_client_request(node.id_string, api, body, callback=answered.append),
                          self._time.milliseconds())
@@ -196,6 +204,12 @@ class _Plumbing:
             raise KafkaError(Errors.NETWORK_EXCEPTION, f"node {node.id} disconnected (or timed out) "
                              f"before answering {api.message.name}")
         return answered[0].body
+
+    def _failed_since(self, node: Node, since_ms: int) -> bool:
+        """A connection to `node` failed, or dropped, at `since_ms` or later."""
+        state = self.client.connection_states.nodes().get(node.id_string)
+        return (state is not None and state.state is ConnectionState.DISCONNECTED
+                and state.last_connect_attempt_ms >= since_ms)
 
     def call(self, node: Node, api: ApiKeys, body) -> Struct:
         """Any request to one node, and its response body: for what has no method of its own."""

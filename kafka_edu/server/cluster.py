@@ -19,9 +19,10 @@ from kafka_edu.server.zk.zk_utils import LeaderIsrAndControllerEpoch, ZkUtils
 
 log = logging.getLogger(__name__)
 
-# Fewer threads than a production broker: N brokers share one interpreter.
+# Fewer threads than a production broker: N brokers share one interpreter. A killed broker's
+# session times out after 2 s instead of Kafka's 6, so that demonstrations and tests wait less.
 HARNESS_DEFAULTS = {"num.network.threads": 1, "num.io.threads": 2, "background.threads": 2,
-                    "controlled.shutdown.retry.backoff.ms": 200}
+                    "controlled.shutdown.retry.backoff.ms": 200, "zookeeper.session.timeout.ms": 2000}
 
 
 class _Membership:
@@ -66,6 +67,7 @@ class _Membership:
         with self._lock:
             if self.is_alive(broker_id):
                 raise RuntimeError(f"broker {broker_id} is running")
+            self.await_session_end(broker_id)        # a killed predecessor's session still holds the id
             server = self._new_server(broker_id)
             try:
                 server.startup()
@@ -132,10 +134,19 @@ class _Views:
 class _Faults:
     """Kill, restart, stop, pause (mixin of `InProcessCluster`)."""
 
-    def kill(self, broker_id: int) -> None:
-        """Hard-kill a broker: sockets dropped, session ended, nothing checkpointed (`KafkaServer.kill`)."""
+    def kill(self, broker_id: int, wait: bool = True) -> None:
+        """Hard-kill a broker (`KafkaServer.kill`): sockets dropped, nothing checkpointed, its session
+        left to time out. With `wait`, return once it has, when the controller hears of the death."""
         with self._lock:
             self._servers[broker_id].kill()
+        if wait:
+            self.await_session_end(broker_id)
+
+    def await_session_end(self, broker_id: int) -> None:
+        """Wait until no session holds `/brokers/ids/<broker_id>` (at most the session timeout)."""
+        timeout_s = self.config(broker_id)["zookeeper.session.timeout.ms"] / 1000 + 10
+        self.wait_until(lambda: broker_id not in self.zk_utils.get_all_broker_ids(), timeout_s,
+                        what=f"the end of broker {broker_id}'s ZooKeeper session")
 
     def stop(self, broker_id: int) -> None:
         """Clean shutdown, controlled shutdown first."""

@@ -564,7 +564,7 @@ class _Kill:
             log.warning("[Kafka Server %d], killed", self.broker_id)
             self._stop([("the replica fetchers", self.replica_manager, lambda r: r.replica_fetcher_manager.shutdown()),
                         ("the socket server", self.socket_server, lambda s: s.shutdown()),
-                        ("the ZooKeeper session", self.zk_client, lambda z: z.close()),
+                        ("the ZooKeeper session", self.zk_client, lambda z: z.crash()),
                         *self._service_steps(),
                         ("the replica manager", self.replica_manager, lambda r: r.shutdown(checkpoint_hw=False)),
                         ("the group coordinator", self.group_coordinator, lambda g: g.shutdown()),

@@ -3,6 +3,7 @@ kafka-edu broker; group calls (and their retries) against scripted brokers; coor
 and ListOffsets against librdkafka's mock cluster."""
 from __future__ import annotations
 
+import socket
 import uuid
 
 import pytest
@@ -484,6 +485,25 @@ def test_metadata_without_brokers_is_retried_not_adopted():
         with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", retry_backoff_ms=10) as admin:
             assert [n.id for n in admin.describe_cluster().nodes] == [0]
         assert [api for api, _ in broker.apis_seen()].count("METADATA") >= 3   # two empty answers retried
+    finally:
+        broker.close()
+
+
+def test_a_call_to_a_node_that_refuses_connections_fails_at_once_and_retriably():
+    """A dead leader stays in the metadata until its session times out: the call to it must end with
+    a retriable error the caller can act on, not wait out the whole request timeout (Kafka's awaitReady)."""
+    broker = ScriptedBroker(node_id=0)
+    broker.handlers[ApiKeys.METADATA] = metadata_answer([broker], {})
+    with socket.socket() as unused:                       # a port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        dead = Node(7, "127.0.0.1", unused.getsockname()[1])
+    try:
+        with ClusterAdmin(f"{broker.address[0]}:{broker.address[1]}", request_timeout_ms=30_000,
+                          retry_backoff_ms=10) as admin:
+            with pytest.raises(KafkaError) as failed:
+                admin.call(dead, ApiKeys.METADATA, {"topics": []})
+        assert failed.value.error is Errors.NETWORK_EXCEPTION and failed.value.retriable
+        assert f"node 7 ({dead.host}:{dead.port}) failed" in str(failed.value)
     finally:
         broker.close()
 

@@ -44,6 +44,22 @@ def test_kill_drops_sockets_and_registration_and_leaves_no_marker(make_cluster):
                        what="broker 2 out of every ISR")
 
 
+def test_a_killed_broker_is_found_out_only_when_its_session_times_out(make_cluster):
+    cluster = make_cluster(3, **{"zookeeper.session.timeout.ms": 3000})
+    create(cluster, "late", ASSIGNMENT)
+    killed_at = time.monotonic()
+    cluster.kill(2, wait=False)
+    assert cluster.zk.get_children("/brokers/ids") == ["0", "1", "2"]     # a killed process says nothing
+    assert leader(cluster, "late", 2) == 2
+    cluster.await_session_end(2)
+    assert time.monotonic() - killed_at >= 2.9                          # not before the timeout
+    cluster.wait_until(lambda: leader(cluster, "late", 2) == 0, what="late-2's leader moving to broker 0")
+    cluster.kill(1, wait=False)
+    server = cluster.restart(1)            # waits for the old session to end instead of being refused
+    assert "RECOVERING_FROM_UNCLEAN_SHUTDOWN" in [s.name for s in server.broker_state.history]
+    assert cluster.zk.get("/brokers/ids/1")[1].ephemeral_owner == server.zk_client.session_id
+
+
 def test_killing_the_controller_elects_another(make_cluster):
     cluster = make_cluster(3)
     assert cluster.controller().broker_id == 0
@@ -104,6 +120,7 @@ def test_halt_kills_only_that_broker(make_cluster):
     cluster.broker(1).replica_manager.halt("leader's log is shorter than ours")
     cluster.wait_until(lambda: cluster.live_brokers == [0], what="broker 1 halted")
     assert cluster.halted == {1: "leader's log is shorter than ours"}
+    cluster.await_session_end(1)            # a halted process says no goodbye: its session times out
     assert cluster.zk.get_children("/brokers/ids") == ["0"]
 
 

@@ -14,7 +14,7 @@ from kafka_edu.server.zk.zk_utils import CONTROLLER_PATH, PREFERRED_REPLICA_ELEC
 
 @pytest.fixture
 def cluster(tmp_path):
-    cluster = Cluster(tmp_path, size=4)
+    cluster = Cluster(tmp_path, size=4, **{"zookeeper.session.timeout.ms": 2000})
     yield cluster
     cluster.shutdown()
 
@@ -43,7 +43,8 @@ def test_reassignment_interrupted_by_a_controller_kill_is_finished_by_the_next_o
     wait_for(lambda: assignment(cluster, "moving")[0] == [a, b, c], what="phase A: AR = old + new")
     assert c not in state(cluster, "moving", 0).isr
 
-    cluster.servers.pop(first.broker_id).kill()
+    cluster.servers.pop(first.broker_id).kill()          # its session times out, then /controller goes
+    wait_for(lambda: zk.get_controller_id() not in (None, first.broker_id), timeout=20, what="a new controller")
     second = cluster.controller()
     assert second.broker_id != first.broker_id
     assert ("moving", 0) in second.controller.context.partitions_being_reassigned

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 from external import four_letter
 from kazoo.client import KazooClient
 
+from kafka_edu.common.utils.time import MockTime
+from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.kazoo_backend import KazooZkClient
 from kafka_edu.server.zk.zk_client import (
     MAX_DATA_BYTES, BadArgumentsError, BadVersionError, ClientClosedError, DataTooLargeError, EventType,
@@ -105,6 +108,31 @@ def test_ephemeral_is_owned_by_its_session_and_goes_on_close(zk_cluster):
     assert observer.get_children("/brokers/ids") == []
     with pytest.raises(ClientClosedError):
         owner.get("/brokers/ids")
+
+
+def test_a_crashed_client_keeps_its_session_until_the_timeout_then_its_ephemerals_go():
+    """Beyond 0.10 (fault injection, embedded backend): a crash sends nothing, and the server ends the
+    session only when its timeout has passed; on a MockTime tree the timeout still runs on the wall clock."""
+    server = EmbeddedZooKeeper(MockTime())
+    owner, observer = server.connect("owner", session_timeout_ms=3000), server.connect("observer")
+    states, events = [], []
+    owner.add_state_listener(states.append)
+    owner.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    observer.get_children("/brokers/ids", watch=events.append)
+    crashed_at = time.monotonic()
+    owner.crash()
+    assert observer.get_children("/brokers/ids") == ["1"] and owner.session_id in server.session_ids
+    with pytest.raises(ClientClosedError):
+        owner.get("/")
+    wait_for(lambda: observer.get_children("/brokers/ids") == [], "the crashed session's end")
+    assert time.monotonic() - crashed_at >= 2.9
+    observer.await_events()
+    assert events == [WatchedEvent(EventType.CHILD, "/brokers/ids")]
+    assert owner.session_id not in server.session_ids
+    assert SessionState.LOST not in states                  # nothing ran on the crashed client's side
+    owner.crash()
+    owner.close()                                           # both do nothing on a dead client
+    observer.close()
 
 
 def test_ephemeral_goes_on_real_session_expiry_and_the_client_gets_a_new_session(zk_cluster):

@@ -77,6 +77,14 @@ class ZnodeTree:
             if session is not None:
                 self._end_session(session, notify_watchers=False)
 
+    def _abandon_session(self, session_id: int, timeout_ms: int) -> None:
+        """A client fell silent: its session ends `timeout_ms` later, as a server times out a
+        crashed client. The wait is in real time (a server keeps its own clock), so a tree on a
+        `MockTime` still lets a dead session go."""
+        timer = threading.Timer(timeout_ms / 1000, self._close_session, args=(session_id,))
+        timer.daemon = True
+        timer.start()
+
     def _end_session(self, session: Session, notify_watchers: bool) -> None:
         del self._sessions[session.session_id]
         if notify_watchers:  # like kazoo, tell the dropped watches that they are gone
@@ -169,9 +177,9 @@ class EmbeddedZooKeeper(ZnodeTree):
     order the changes happened. `expire_session` plays the part of a missed session timeout.
     """
 
-    def connect(self, name: str | None = None) -> "EmbeddedZkClient":
+    def connect(self, name: str | None = None, session_timeout_ms: int = 6000) -> "EmbeddedZkClient":
         """Open a new session and return its client."""
-        return EmbeddedZkClient(self, name)
+        return EmbeddedZkClient(self, name, session_timeout_ms)
 
     @property
     def session_ids(self) -> list[int]:
@@ -274,8 +282,9 @@ class EmbeddedZooKeeper(ZnodeTree):
 class EmbeddedZkClient(ZkClient):
     """A client session on an EmbeddedZooKeeper: the ZkClient interface, no network."""
 
-    def __init__(self, server: EmbeddedZooKeeper, name: str | None = None):
+    def __init__(self, server: EmbeddedZooKeeper, name: str | None = None, session_timeout_ms: int = 6000):
         self.server = server
+        self.session_timeout_ms = session_timeout_ms     # how long the server waits for a silent client
         self._session = server._open_session(self)
         super().__init__(name or f"{self._session:#x}")
         self._deliver_state(SessionState.CONNECTED)
@@ -321,6 +330,9 @@ class EmbeddedZkClient(ZkClient):
 
     def _close_session(self) -> None:
         self.server._close_session(self._session)
+
+    def _abandon_session(self) -> None:
+        self.server._abandon_session(self._session, self.session_timeout_ms)
 
     def _server_round_trip(self) -> None:
         """Notifications are queued while a change is made, under the server's lock; one request

@@ -246,6 +246,10 @@ class ZkClient(ABC):
         """End the session on the server (its ephemerals go) and stop the backend."""
 
     @abstractmethod
+    def _abandon_session(self) -> None:
+        """Stop the backend without a word to the server, which ends the session at its timeout."""
+
+    @abstractmethod
     def _server_round_trip(self) -> None:
         """Make sure every notification caused by earlier changes has reached the event thread."""
 
@@ -308,13 +312,23 @@ def close(self) -> None:
     self._events.submit(self._dispatch_state, SessionState.LOST)
     self._events.stop()
 
+def crash(self) -> None:
+    """Fall silent as a killed process does (Beyond 0.10, fault injection): no close request and no
+    listener told. The session and its ephemerals live on until the server's timeout ends them."""
+    with self._lock:
+        if self._closed:
+            return
+        self._closed = True
+    self._abandon_session()
+    self._events.stop()
+
 
 # ZkClient gets the methods defined above
 for _method in (ensure_path, add_state_listener, remove_state_listener, subscribe_data_changes,
-                subscribe_child_changes, await_events, close):
+                subscribe_child_changes, await_events, close, crash):
     setattr(ZkClient, _method.__name__, _method)
 del (_method, ensure_path, add_state_listener, remove_state_listener, subscribe_data_changes,
-              subscribe_child_changes, await_events, close)
+              subscribe_child_changes, await_events, close, crash)
 
 
 # %% book/ch4_server/0600_zookeeper.ipynb 63a4a7f2

@@ -629,9 +629,9 @@ def create_zk_client(config: Any, embedded: EmbeddedZooKeeper | None = None, nam
         return default if v is None else v
 
     connect = value("zookeeper.connect")
-    if not connect:
-        return (embedded or default_embedded_zookeeper()).connect(name)
-    from kafka_edu.server.zk.kazoo_backend import KazooZkClient
     session_timeout_ms = int(value("zookeeper.session.timeout.ms", 6000))
+    if not connect:
+        return (embedded or default_embedded_zookeeper()).connect(name, session_timeout_ms)
+    from kafka_edu.server.zk.kazoo_backend import KazooZkClient
     return KazooZkClient(connect, session_timeout_ms,
                          int(value("zookeeper.connection.timeout.ms", session_timeout_ms)), name)

@@ -15,7 +15,7 @@ from kafka_edu.server.kafka_config import KafkaConfig
 from kafka_edu.server.kafka_server import KafkaServer
 from kafka_edu.server.network.acceptor import BindError
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
-from kafka_edu.server.zk.zk_utils import LeaderIsrAndControllerEpoch, ZkUtils
+from kafka_edu.server.zk.zk_utils import LeaderIsrAndControllerEpoch, ZkUtils, broker_path
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,10 @@ class _Membership:
 
     def start_broker(self, broker_id: int) -> KafkaServer:
         """Start one broker on its directory, on the port it had before if that port is still free."""
+        self.await_session_end(broker_id)     # a killed predecessor's session still holds the id
         with self._lock:
             if self.is_alive(broker_id):
                 raise RuntimeError(f"broker {broker_id} is running")
-            self.await_session_end(broker_id)        # a killed predecessor's session still holds the id
             server = self._new_server(broker_id)
             try:
                 server.startup()
@@ -143,10 +143,15 @@ class _Faults:
             self.await_session_end(broker_id)
 
     def await_session_end(self, broker_id: int) -> None:
-        """Wait until no session holds `/brokers/ids/<broker_id>` (at most the session timeout)."""
+        """Wait until the broker's last session no longer holds `/brokers/ids/<broker_id>` (at most the
+        session timeout, after a kill); a registration by any other session is left to the start."""
+        server = self._servers.get(broker_id)
+        if server is None or server.zk_client is None:
+            return
+        session, path = server.zk_client.session_id, broker_path(broker_id)
         timeout_s = self.config(broker_id)["zookeeper.session.timeout.ms"] / 1000 + 10
-        self.wait_until(lambda: broker_id not in self.zk_utils.get_all_broker_ids(), timeout_s,
-                        what=f"the end of broker {broker_id}'s ZooKeeper session")
+        self.wait_until(lambda: (stat := self.zk.exists(path)) is None or stat.ephemeral_owner != session,
+                        timeout_s, what=f"the end of broker {broker_id}'s ZooKeeper session")
 
     def stop(self, broker_id: int) -> None:
         """Clean shutdown, controlled shutdown first."""
@@ -158,7 +163,7 @@ class _Faults:
         with self._lock:
             if self.is_alive(broker_id):
                 self._servers[broker_id].kill()
-            return self.start_broker(broker_id)
+        return self.start_broker(broker_id)   # its wait holds no lock: a halt elsewhere must not wait
 
     def _halt(self, server: KafkaServer, broker_id: int, reason: str) -> None:
         """The replica manager's halt (Kafka's Runtime.halt): here a hard kill of that broker only.

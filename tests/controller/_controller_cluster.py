@@ -10,10 +10,11 @@ from kafka_edu.server.kafka_server import KafkaServer
 from kafka_edu.server.zk.embedded import EmbeddedZooKeeper
 from kafka_edu.server.zk.zk_utils import ZkUtils
 
+# A killed broker's session times out after 2 s (Kafka: 6), as in the other harnesses.
 CLUSTER_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0", "num.network.threads": 1, "num.io.threads": 2,
                     "log.cleaner.enable": "false",
                     "auto.leader.rebalance.enable": "false", "offsets.topic.replication.factor": 1,
-                    "controlled.shutdown.retry.backoff.ms": 100}
+                    "controlled.shutdown.retry.backoff.ms": 100, "zookeeper.session.timeout.ms": 2000}
 
 
 class Cluster:

@@ -14,7 +14,7 @@ from kafka_edu.server.zk.zk_utils import CONTROLLER_PATH, PREFERRED_REPLICA_ELEC
 
 @pytest.fixture
 def cluster(tmp_path):
-    cluster = Cluster(tmp_path, size=4, **{"zookeeper.session.timeout.ms": 2000})
+    cluster = Cluster(tmp_path, size=4)
     yield cluster
     cluster.shutdown()
 

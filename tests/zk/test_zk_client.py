@@ -135,6 +135,17 @@ def test_a_crashed_client_keeps_its_session_until_the_timeout_then_its_ephemeral
     observer.close()
 
 
+def test_expiring_a_crashed_clients_session_opens_no_new_one():
+    server = EmbeddedZooKeeper()
+    owner = server.connect("owner", session_timeout_ms=60_000)
+    owner.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+    before = set(server.session_ids)
+    owner.crash()
+    server.expire_session(owner.session_id)               # a dead client does not come back
+    assert set(server.session_ids) == before - {owner.session_id}
+    assert server.connect("observer").get_children("/brokers/ids") == []
+
+
 def test_ephemeral_goes_on_real_session_expiry_and_the_client_gets_a_new_session(zk_cluster):
     owner, observer = zk_cluster.client(), zk_cluster.client()
     states = []

@@ -188,13 +188,15 @@ class EmbeddedZooKeeper(ZnodeTree):
 
     def expire_session(self, session_id: int) -> None:
         """Expire a session as a missed timeout would: its ephemerals vanish, then its client
-        hears EXPIRED and (as a real client reconnects) CONNECTED with a new session."""
+        hears EXPIRED and (as a real client reconnects) CONNECTED with a new session, unless it
+        crashed: a dead client reconnects no more."""
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None:
                 raise BadArgumentsError(f"no live session {session_id:#x}")
             self._end_session(session, notify_watchers=True)
-            session.client._session_expired(self._open_session(session.client))
+            if not session.client._closed:           # a crashed client reconnects no more
+                session.client._session_expired(self._open_session(session.client))
 
     # ---- operations, called by EmbeddedZkClient with its session id ----------------------------
     def create(self, session_id: int, path: str, data: bytes, ephemeral: bool, sequential: bool,
